@@ -1,0 +1,23 @@
+"""attn_only_plugin: "Attention Is All You Need" (Vaswani et al. 2017) as a fairseq plugin.
+
+    fairseq-train --user-dir attn_only_plugin --arch transformer_base \
+        --criterion paper_label_smoothed_ce --lr-scheduler noam ...
+
+Importing the package registers the model (`attn_only_transformer` with architectures
+`transformer_base`, `transformer_big`, `transformer_parse`), the criterion
+`paper_label_smoothed_ce`, the schedule `noam` and the task `translation_paper` (GNMT length penalty), makes torch's safe checkpoint loader accept
+fairseq's checkpoints, repairs fairseq-fixed's dropped final batch (fairseq_fixes.py), checks input
+(data directory, interactive lines, sentencepiece model, NaN training; input_checks.py), and turns the
+plugin's own errors into one-line messages.
+"""
+__version__ = "0.1.0"
+
+from . import errors, fairseq_fixes, input_checks, safe_load
+
+safe_load.install()
+errors.install_excepthook()
+fairseq_fixes.install()
+input_checks.install()
+
+from . import criterions, lr_scheduler, models, tasks  # noqa: E402,F401  (registration)
+from .hub import load  # noqa: E402,F401  (Python API)

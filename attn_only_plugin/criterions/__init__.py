@@ -1,0 +1,1 @@
+from . import label_smoothed_ce  # noqa: F401  (registration)

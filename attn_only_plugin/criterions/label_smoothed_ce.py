@@ -1,0 +1,92 @@
+"""Label-smoothed cross-entropy, section 5.4 of Vaswani et al. (2017), registered as
+`paper_label_smoothed_ce`.
+
+Tensor layout: log-probabilities (N, V) over the N non-padding target positions of a batch.
+"""
+import math
+from dataclasses import dataclass, field
+
+import torch
+from fairseq import metrics, utils
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import FairseqDataclass
+from omegaconf import II
+from torch import Tensor
+
+from ..errors import PluginError
+
+
+def label_smoothed_nll_loss(lprobs: Tensor, target: Tensor, eps: float, ignore_index: int):
+    """Section 5.4 with the smoothing of its reference [36] (Szegedy et al. 2016, section 7):
+    q'(k) = (1 - eps) * delta(k, y) + eps / K over all K = |V| classes, and the loss is the cross
+    entropy H(q', p) = (1 - eps) * (-log p_y) + eps * mean_k(-log p_k).
+
+    Departure from fairseq and tensor2tensor, said outright: both spread eps over the K-1 other
+    classes (the true class gets exactly 1 - eps); [36] and we give it 1 - eps + eps/K. The
+    difference is eps/K (2.7e-6 of mass for K = 37000).
+
+    lprobs: (N, V) log-probabilities; target: (N,). Returns summed (loss, nll_loss) over the
+    positions whose target is not ignore_index.
+    """
+    keep = target.ne(ignore_index)  # (N,)
+    lprobs, target = lprobs[keep], target[keep]  # (N', V), (N',)
+    nll = -lprobs.gather(dim=-1, index=target.unsqueeze(-1)).squeeze(-1)  # (N',)
+    uniform = -lprobs.mean(dim=-1)  # (N',) cross entropy with the uniform distribution
+    loss = (1.0 - eps) * nll + eps * uniform
+    return loss.sum(), nll.sum()
+
+
+@dataclass
+class LabelSmoothedCEConfig(FairseqDataclass):
+    label_smoothing: float = field(default=0.1, metadata={"help": "eps_ls (section 5.4, Table 3 base)"})
+    report_accuracy: bool = field(default=False, metadata={"help": "log token accuracy"})
+    sentence_avg: bool = II("optimization.sentence_avg")
+
+
+@register_criterion("paper_label_smoothed_ce", dataclass=LabelSmoothedCEConfig)
+class LabelSmoothedCrossEntropy(FairseqCriterion):
+    """Section 5.4. Logs loss and nll_loss in base 2 per token, as fairseq's own
+    label_smoothed_cross_entropy does, so `ppl` (2^nll_loss) is comparable between the two."""
+
+    def __init__(self, task, label_smoothing=0.1, report_accuracy=False, sentence_avg=False):
+        super().__init__(task)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise PluginError(f"--label-smoothing must be in [0, 1), got {label_smoothing} "
+                              "(the paper uses eps_ls = 0.1, section 5.4)")
+        self.eps, self.report_accuracy, self.sentence_avg = label_smoothing, report_accuracy, sentence_avg
+
+    def forward(self, model, sample, reduce=True):
+        net_output = model(**sample["net_input"])
+        lprobs = model.get_normalized_probs(net_output, log_probs=True)  # (B, T, V)
+        target = model.get_targets(sample, net_output)  # (B, T)
+        lprobs = lprobs.view(-1, lprobs.size(-1))  # (B T, V)
+        target = target.reshape(-1)  # (B T,)
+        loss, nll_loss = label_smoothed_nll_loss(lprobs, target, self.eps, self.padding_idx)
+        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+        logging_output = {"loss": loss.data, "nll_loss": nll_loss.data, "ntokens": sample["ntokens"],
+                          "nsentences": sample["target"].size(0), "sample_size": sample_size}
+        if self.report_accuracy:
+            keep = target.ne(self.padding_idx)
+            logging_output["n_correct"] = lprobs.argmax(-1).eq(target).masked_select(keep).sum().data
+            logging_output["total"] = keep.sum().data
+        return loss, sample_size, logging_output
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        def total(key):
+            return sum(log.get(key, 0) for log in logging_outputs)
+
+        loss, nll, ntokens, sample_size = total("loss"), total("nll_loss"), total("ntokens"), total("sample_size")
+        metrics.log_scalar("loss", loss / sample_size / math.log(2), sample_size, round=3)
+        metrics.log_scalar("nll_loss", nll / ntokens / math.log(2), ntokens, round=3)
+        metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["nll_loss"].avg))
+        n_total = total("total")
+        if n_total > 0:
+            metrics.log_scalar("total", n_total)
+            metrics.log_scalar("n_correct", total("n_correct"))
+            metrics.log_derived("accuracy", lambda m: round(
+                float(m["n_correct"].sum) * 100.0 / float(m["total"].sum), 3) if m["total"].sum > 0 else float("nan"))
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

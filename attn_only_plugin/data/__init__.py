@@ -1,0 +1,1 @@
+"""Corpus preparation that needs no fairseq: the LibreOffice help parallel corpus."""

@@ -1,0 +1,210 @@
+"""Repairs to fairseq-fixed 0.12.3.1 that the plugin applies when imported.
+
+1. fairseq-fixed's data_utils.batch_by_size drops the last batch whenever its size is not a
+   multiple of --required-batch-size-multiple (default 8). Upstream fairseq 0.12.2 keeps it.
+   Dropping it silently loses sentences: fairseq-generate on a 100-sentence test set
+   translated only 96, and BLEU was computed on those. We restore upstream's behaviour.
+2. fairseq prefetches batches in a daemon thread (iterators.BackgroundConsumer). When training
+   stops mid-epoch (--max-update), that thread is still receiving batches from the DataLoader
+   worker when the interpreter shuts down; Python 3.11 ends daemon threads that wake up during
+   finalization with pthread_exit, and if the thread is inside torch's C++ code at that moment
+   the process aborts ("terminate called without an active exception", exit -6) after training
+   has finished. We stop those threads at exit, before finalization starts.
+3. Resuming mid-run must continue exactly as an uninterrupted run would. FairseqTask.get_batch_iterator
+   builds its batches once per iterator, ordering the examples under numpy_seed(seed + epoch) where
+   epoch is the epoch the iterator is *created* in, and then reuses them for every later epoch. A fresh
+   run creates it in epoch 1; a run resumed from a checkpoint of epoch 2 or later creates it in that
+   epoch and so trains on differently composed batches (same lengths, other sentences) from then on.
+   For datasets whose batches are reused across epochs we always build them as epoch 1 does, then
+   move the iterator to the requested epoch: fresh runs are unchanged and resumed runs match them.
+   (--update-ordered-indices-seed without --update-epoch-batch-itr still makes the seed depend on the
+   start epoch; that combination cannot resume bit-identically.)
+4. A checkpoint write killed halfway must never leave a truncated checkpoint_last.pt. fairseq writes the
+   first checkpoint file to NAME.tmp and renames it (atomic, but an exception leaves NAME.tmp behind),
+   then makes checkpoint_last.pt, checkpoint_best.pt, ... with PathManager.copy, which is shutil.copyfile:
+   it truncates the destination and rewrites it in place, so a kill in between leaves a file that no
+   longer loads and resuming fails. Both now write NAME.tmp in the destination's folder, fsync it and
+   os.replace it over NAME; on an exception NAME.tmp is removed (after a kill, the next write reuses it).
+   fairseq's retry loop (three torch.save calls into the same, already half-written file) is dropped.
+5. torchrun on a machine without CUDA. fairseq's infer_init_method ignores torchrun's environment unless
+   --distributed-world-size > 1 was also given (its default is the number of GPUs, so on a CPU every
+   process would silently train alone and all of them would write the same --save-dir), and then sets
+   device_id = RANK % torch.cuda.device_count(): ZeroDivisionError. Without CUDA we take world size and
+   rank from torchrun's environment (init method env://, one process per rank, device_id 0, unused
+   on CPU). With CUDA, and for every other launch, fairseq's own code runs unchanged.
+"""
+import atexit
+import functools
+import inspect
+import os
+import queue
+import shutil
+import threading
+import time
+
+import numpy as np
+
+
+def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None, max_sentences=None,
+                  required_batch_size_multiple=1, fixed_shapes=None):
+    """fairseq's batch_by_size, keeping the final partial batch (as upstream 0.12.2 does)."""
+    from fairseq.data import data_utils_fast as fast
+    if fixed_shapes is not None:
+        return _original(indices, num_tokens_fn, num_tokens_vec, max_tokens, max_sentences,
+                         required_batch_size_multiple, fixed_shapes)
+    max_tokens = max_tokens if max_tokens is not None else -1
+    max_sentences = max_sentences if max_sentences is not None else -1
+    if not isinstance(indices, np.ndarray):
+        indices = np.fromiter(indices, dtype=np.int64, count=-1)
+    if num_tokens_vec is None:
+        return fast.batch_by_size_fn(indices, num_tokens_fn, max_tokens, max_sentences,
+                                     required_batch_size_multiple)
+    if not isinstance(num_tokens_vec, np.ndarray):
+        num_tokens_vec = np.fromiter(num_tokens_vec, dtype=np.int64, count=-1)
+    return fast.batch_by_size_vec(indices, num_tokens_vec, max_tokens, max_sentences,
+                                  required_batch_size_multiple)
+
+
+_original = None
+
+
+def stop_prefetch_threads(timeout: float = 30.0) -> int:
+    """Let every live fairseq prefetch thread finish the batch it is on, then end it.
+
+    The thread checks ``count >= _max_len`` after each put, so lowering ``_max_len`` makes it leave
+    its loop at the next batch; we drain its queue so that put (and the final sentinel) never block.
+    Returns how many threads were stopped."""
+    from fairseq.data.iterators import BackgroundConsumer
+    stopped = 0
+    for thread in threading.enumerate():
+        if not isinstance(thread, BackgroundConsumer) or not thread.is_alive():
+            continue
+        thread._max_len = 0
+        deadline = time.monotonic() + timeout
+        while thread.is_alive() and time.monotonic() < deadline:
+            try:
+                thread._queue.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        stopped += not thread.is_alive()
+    return stopped
+
+
+def _epoch_independent_batches(get_batch_iterator):
+    """Wrap FairseqTask.get_batch_iterator so that reusable batches never depend on the start epoch (3)."""
+    signature = inspect.signature(get_batch_iterator)
+
+    @functools.wraps(get_batch_iterator)
+    def wrapper(self, *args, **kwargs):
+        call = signature.bind(self, *args, **kwargs)
+        call.apply_defaults()
+        given = call.arguments
+        epoch, dataset = given["epoch"], given["dataset"]
+        reusable = (not given["disable_iterator_cache"] and not given["update_epoch_batch_itr"]
+                    and self.can_reuse_epoch_itr(dataset) and not getattr(self.cfg, "rebuild_batches", False))
+        if epoch <= 1 or not reusable or dataset in getattr(self, "dataset_to_epoch_iter", {}):
+            return get_batch_iterator(*call.args, **call.kwargs)
+        given["epoch"] = 1  # fairseq logs "creating new batches for epoch 1": the batches a fresh run has
+        itr = get_batch_iterator(*call.args, **call.kwargs)
+        dataset.set_epoch(epoch)
+        itr.epoch = epoch
+        return itr
+
+    wrapper._attn_only_wrapped = True
+    return wrapper
+
+
+def _local(path) -> bool:
+    from fairseq.file_io import PathManager
+    return not PathManager.path_requires_pathmanager(str(path))
+
+
+def write_atomic(path, write) -> None:
+    """Call write(file) on PATH.tmp in PATH's folder, fsync it, then os.replace it over PATH (4).
+
+    PATH is either the old file or the complete new one at every moment (also after a crash of the
+    machine: the data are on disk before the rename); the temporary file is removed if write raises.
+    PATH.tmp is a fixed name, so a file left by a kill is overwritten by the next write, not piled up."""
+    path = os.fspath(path)
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _atomic_copy(copy):
+    """PathManager.copy for local files through write_atomic; other paths (iopath handlers) as before."""
+    def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+        if not (_local(src_path) and _local(dst_path)):
+            return copy(src_path, dst_path, overwrite=overwrite)
+        if not overwrite and os.path.exists(dst_path):
+            return False
+        with open(src_path, "rb") as src:
+            write_atomic(dst_path, lambda dst: shutil.copyfileobj(src, dst, 16 << 20))
+        return True
+
+    atomic_copy._attn_only_wrapped = True
+    return staticmethod(atomic_copy)
+
+
+def _atomic_persistent_save(save):
+    """checkpoint_utils.torch_persistent_save for local files through write_atomic (4)."""
+    @functools.wraps(save)
+    def torch_persistent_save(obj, filename, async_write: bool = False):
+        if async_write or not _local(filename):
+            return save(obj, filename, async_write=async_write)
+        import torch
+        write_atomic(filename, lambda f: torch.save(obj, f))
+
+    torch_persistent_save._attn_only_wrapped = True
+    return torch_persistent_save
+
+
+_TORCHRUN_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+
+
+def _torchrun_without_cuda(infer_init_method):
+    """Wrap distributed.utils.infer_init_method so that torchrun works on CPU-only machines (5)."""
+    @functools.wraps(infer_init_method)
+    def wrapper(cfg, force_distributed=False):
+        import torch
+        launched = all(key in os.environ for key in _TORCHRUN_ENV) and int(os.environ["WORLD_SIZE"]) > 1
+        if not launched or cfg.distributed_init_method is not None or torch.cuda.device_count() > 0:
+            return infer_init_method(cfg, force_distributed)
+        cfg.distributed_init_method = "env://"
+        cfg.distributed_world_size = int(os.environ["WORLD_SIZE"])
+        cfg.distributed_rank = int(os.environ["RANK"])
+        cfg.device_id = 0
+        cfg.distributed_no_spawn = True
+
+    wrapper._attn_only_wrapped = True
+    return wrapper
+
+
+def install() -> None:
+    """Apply the repairs above. Idempotent."""
+    global _original
+    from fairseq import checkpoint_utils
+    from fairseq.data import data_utils
+    from fairseq.distributed import utils as distributed_utils
+    from fairseq.file_io import PathManager
+    from fairseq.tasks import FairseqTask
+    if data_utils.batch_by_size is not batch_by_size:
+        _original = data_utils.batch_by_size
+        data_utils.batch_by_size = batch_by_size
+        atexit.register(stop_prefetch_threads)
+    if not getattr(FairseqTask.get_batch_iterator, "_attn_only_wrapped", False):
+        FairseqTask.get_batch_iterator = _epoch_independent_batches(FairseqTask.get_batch_iterator)
+    if not getattr(PathManager.copy, "_attn_only_wrapped", False):
+        PathManager.copy = _atomic_copy(PathManager.copy)
+    if not getattr(checkpoint_utils.torch_persistent_save, "_attn_only_wrapped", False):
+        checkpoint_utils.torch_persistent_save = _atomic_persistent_save(checkpoint_utils.torch_persistent_save)
+    if not getattr(distributed_utils.infer_init_method, "_attn_only_wrapped", False):
+        distributed_utils.infer_init_method = _torchrun_without_cuda(distributed_utils.infer_init_method)

@@ -1,0 +1,113 @@
+"""Python API: load a trained checkpoint and translate plain strings.
+
+    import attn_only_plugin
+    mt = attn_only_plugin.load("work/quickstart/checkpoints", checkpoint_file="checkpoint_avg.pt",
+                               data="work/quickstart/data-bin", spm_model="work/quickstart/spm/spm.model")
+    mt.translate(["Click OK.", "Choose Tools - Options."], beam=4, lenpen=0.6)
+
+A thin layer over fairseq's GeneratorHubInterface (what `TransformerModel.from_pretrained`
+returns), so `sample`, `generate`, `.cuda()` and the rest work as in fairseq. sentencepiece is
+applied to the input and removed from the output inside. Checkpoints load with torch's safe
+loader (see safe_load.py).
+"""
+import re
+from pathlib import Path
+from typing import List, Optional, Union
+
+from .errors import PluginError
+
+
+def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_last.pt",
+         data: Optional[Union[str, Path]] = None, spm_model: Optional[Union[str, Path]] = None,
+         device: str = "cpu", **overrides):
+    """Load checkpoint_dir/checkpoint_file with the dictionaries in `data` (default: the
+    checkpoint dir) and the sentencepiece model `spm_model` (None: input is already segmented)."""
+    from .models.transformer import AttnOnlyTransformer
+    checkpoint_dir = Path(checkpoint_dir)
+    if not (checkpoint_dir / checkpoint_file).is_file():
+        raise PluginError(f"no checkpoint {checkpoint_dir / checkpoint_file}: give the folder and file name "
+                          "that fairseq-train (or average_checkpoints.py) wrote")
+    if data is not None and not Path(data).is_dir():
+        raise PluginError(f"data directory {data} does not exist: give the --destdir that fairseq-preprocess wrote "
+                          "(the folder with dict.*.txt)")
+    if spm_model is not None and not Path(spm_model).is_file():
+        raise PluginError(f"no sentencepiece model at {spm_model}: give the spm.model used to prepare the data")
+    kwargs = dict(overrides)
+    if spm_model is not None:
+        kwargs.update(bpe="sentencepiece", sentencepiece_model=str(spm_model))
+    hub = AttnOnlyTransformer.from_pretrained(
+        str(checkpoint_dir), checkpoint_file=checkpoint_file,
+        data_name_or_path=str(data or checkpoint_dir), user_dir=str(Path(__file__).parent), **kwargs)
+    if spm_model is not None:
+        from .input_checks import check_spm_matches_dictionary
+        check_spm_matches_dictionary(hub.bpe.sp, hub.src_dict, spm_model,
+                                     f"the source dictionary in {data or checkpoint_dir}")
+    hub.eval()
+    if device != "cpu":
+        hub = hub.to(device)
+    return Translator(hub)
+
+
+class Translator:
+    """Translate strings (one or a batch) with beam search; see load()."""
+
+    def __init__(self, hub):
+        self.hub = hub
+
+    def translate(self, sentences: Union[str, List[str]], beam: int = 4, lenpen: float = 0.6,
+                  max_len_a: float = 1.0, max_len_b: int = 50, **kwargs):
+        """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50."""
+        single = isinstance(sentences, str)
+        batch = [sentences] if single else list(_not_bytes(sentences, "sentences"))
+        for i, s in enumerate(batch):
+            _check_sentence(_not_bytes(s, f"sentence {i}"), f"sentence {i}")
+        try:
+            out = self.hub.translate(batch, beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b,
+                                     **kwargs)
+        except Exception as e:  # fairseq's batching refuses an input longer than the positions table
+            found = re.match(r"Size of sample #(\d+) is invalid \(=\((?:np\.int64\()?(\d+)", str(e))
+            if not found:
+                raise
+            raise PluginError(f"sentence {found.group(1)} is {found.group(2)} tokens long (with </s>), more than "
+                              f"the model's {self.hub.max_positions[0]} source positions: split or shorten it") from None
+        return out[0] if single else out
+
+    def attention(self, sentence: str, target: Optional[str] = None):
+        """Per-head attention weights for one sentence pair (the model's own beam output when no
+        target is given): {"encoder": (layer, head, S, S), "decoder": (layer, head, T, T),
+        "cross": (layer, head, T, S)} float tensors, plus the token labels
+        {"source_tokens": [...], "target_tokens": [...]} (sentencepiece pieces; "▁" starts a word).
+        S counts the source pieces and </s>; T the target pieces and </s> (the decoder input is
+        </s> followed by the target, fairseq's convention)."""
+        import torch
+        _check_sentence(_not_bytes(sentence, "the sentence"), "the sentence")
+        target = self.translate(sentence) if target is None else target
+        model, tgt_dict = self.hub.models[0], self.hub.task.target_dictionary
+        src = self.hub.encode(sentence)  # (S,) ends with </s>
+        tgt = tgt_dict.encode_line(self.hub.apply_bpe(self.hub.tokenize(target)), add_if_not_exist=False).long()
+        prev = torch.cat([tgt.new_tensor([tgt_dict.eos()]), tgt[:-1]])  # (T,) decoder input
+        device = next(model.parameters()).device
+        w = model.attention_weights(src[None].to(device), prev[None].to(device))
+        out = {k: v[:, 0].float().cpu() for k, v in w.items()}  # drop the batch axis
+        out["source_tokens"] = [self.hub.src_dict[i] for i in src.tolist()]
+        out["target_tokens"] = [tgt_dict[i] for i in tgt.tolist()]
+        return out
+
+
+def _not_bytes(value, what: str):
+    if isinstance(value, (bytes, bytearray)):
+        raise PluginError(f"{what} is bytes, not str: decode it first, e.g. text.decode('utf-8')")
+    return value
+
+
+def _check_sentence(s, what: str) -> None:
+    """Refuse what the model cannot translate: non-strings, empty lines, text that is not Unicode."""
+    if not isinstance(s, str):
+        raise PluginError(f"{what} is {type(s).__name__}, not str: pass a string or a list of strings")
+    if not s.strip():
+        raise PluginError(f"{what} is empty or whitespace only: remove it before translating")
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:  # lone surrogates, e.g. bytes decoded with errors="surrogateescape"
+        raise PluginError(f"{what} is not valid Unicode text ({e.reason} at character {e.start}): read the input "
+                          "as UTF-8 (encoding='utf-8', errors='strict'), converting other encodings first") from None

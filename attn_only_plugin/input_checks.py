@@ -1,0 +1,177 @@
+"""Bad input caught at the earliest point, as one-line PluginErrors (see errors.py).
+
+Installed into fairseq when the plugin is imported (any fairseq CLI given --user-dir, the hub):
+1. the data directory of the translation tasks (fairseq-train/-generate/-interactive/-validate,
+   attn_only_plugin.load): missing, empty (no dict.*.txt), a --source-lang/--target-lang without
+   its dictionary, or a language pair fairseq cannot infer;
+2. fairseq-interactive's input: a line that is not UTF-8, or is empty or whitespace only
+   (fairseq would decode a hypothesis from nothing but </s>);
+3. a sentencepiece model (--bpe sentencepiece) that is missing or does not match the dictionary;
+4. training that stops on NaN/inf gradients (fairseq's FloatingPointError, after it has written
+   crash.pt and run its NanDetector): the error names the update.
+"""
+import fileinput
+import functools
+import glob
+import os
+
+from .errors import PluginError
+
+# a sentencepiece model fits a dictionary when at least this share of its (non-special) entries
+# are pieces of the model: fairseq-preprocess on sentencepiece output gives 100%; rare characters
+# outside --character_coverage can appear as raw characters, hence not 100.
+SPM_MIN_COVERAGE = 0.9
+
+
+def check_data_dir(data, source_lang=None, target_lang=None) -> None:
+    """Raise a PluginError unless `data` (fairseq's DATA, shards separated by ':') is a folder
+    that fairseq-preprocess wrote, with the dictionaries of the language pair."""
+    from fairseq import utils
+    from fairseq.data.data_utils import infer_language_pair
+    paths = utils.split_paths(data) if data else []
+    if not paths or not paths[0]:
+        raise PluginError("no data directory given: pass the --destdir of fairseq-preprocess "
+                          "(fairseq's first argument; data= in attn_only_plugin.load)")
+    first = paths[0]
+    if "://" in first:  # a remote path fairseq's PathManager handles: leave it to fairseq
+        return
+    if not os.path.isdir(first):
+        raise PluginError(f"data directory {first} does not exist: give the --destdir that fairseq-preprocess wrote")
+    dicts = sorted(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(first), "dict.*.txt")))
+    if not dicts:
+        raise PluginError(f"{first} holds no fairseq-preprocess output (no dict.*.txt): run fairseq-preprocess "
+                          f"--destdir {first} first, or give the folder it wrote")
+    for flag, lang in (("--source-lang", source_lang), ("--target-lang", target_lang)):
+        if lang is not None and not os.path.isfile(os.path.join(first, f"dict.{lang}.txt")):
+            raise PluginError(f"no dict.{lang}.txt in {first} (it has {', '.join(dicts)}): check {flag}")
+    if (source_lang is None or target_lang is None) and infer_language_pair(first) == (None, None):
+        raise PluginError(f"cannot tell the language pair of {first} (no SPLIT.SRC-TGT.* data beside "
+                          f"{', '.join(dicts)}): pass --source-lang and --target-lang")
+
+
+def check_spm_matches_dictionary(sp, dictionary, model_path, dict_name="the dictionary") -> None:
+    """Raise a PluginError if fewer than SPM_MIN_COVERAGE of the dictionary's entries are pieces
+    of the sentencepiece model `sp` (a SentencePieceProcessor)."""
+    symbols = [s for s in dictionary.symbols[dictionary.nspecial:] if not s.startswith("madeupword")]
+    if not symbols:
+        return
+    unk = sp.unk_id()
+    foreign = [s for s in symbols if sp.piece_to_id(s) == unk]
+    if len(symbols) - len(foreign) < SPM_MIN_COVERAGE * len(symbols):
+        raise PluginError(f"sentencepiece model {model_path} does not match {dict_name}: {len(foreign)} of the "
+                          f"dictionary's {len(symbols)} entries (e.g. {foreign[0]!r}) are not pieces of the model; "
+                          "give the spm.model that prepared this data (spm_prepare.py --out)")
+
+
+def read_input_lines(input, buffer_size):
+    """fairseq-interactive's buffered_read, refusing non-UTF-8 and empty lines by line number."""
+    buffer = []
+    with fileinput.input(files=[input], mode="rb") as h:
+        for n, raw in enumerate(h, 1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as e:
+                raise PluginError(f"input line {n} is not UTF-8 text (byte 0x{raw[e.start]:02x} at byte {e.start}): "
+                                  "convert the input to UTF-8 first, e.g. iconv -f latin1 -t utf-8") from None
+            if not line:
+                raise PluginError(f"input line {n} is empty or whitespace only: remove empty lines before "
+                                  "translating, e.g. grep -v '^[[:space:]]*$'")
+            buffer.append(line)
+            if len(buffer) >= buffer_size:
+                yield buffer
+                buffer = []
+    if buffer:
+        yield buffer
+
+
+def _checked_setup_task(original):
+    @functools.wraps(original)
+    def setup_task(cls, cfg, **kwargs):
+        check_data_dir(getattr(cfg, "data", None), getattr(cfg, "source_lang", None), getattr(cfg, "target_lang", None))
+        return original.__func__(cls, cfg, **kwargs)
+    setup_task._attn_only_wrapped = True
+    return classmethod(setup_task)
+
+
+def _checked_spm_init(original):
+    @functools.wraps(original)
+    def __init__(self, cfg):
+        path = getattr(cfg, "sentencepiece_model", None)
+        if path is None or path == "???" or ("://" not in str(path) and not os.path.isfile(path)):
+            raise PluginError(f"no sentencepiece model at {path}: give --sentencepiece-model the spm.model "
+                              "that prepared the data (spm_prepare.py --out)")
+        original(self, cfg)
+    __init__._attn_only_wrapped = True
+    return __init__
+
+
+def _checked_build_bpe(original):
+    @functools.wraps(original)
+    def build_bpe(self, args):
+        bpe = original(self, args)
+        sp = getattr(bpe, "sp", None)
+        dictionary = getattr(self, "source_dictionary", None)
+        if sp is not None and dictionary is not None and hasattr(sp, "piece_to_id"):
+            check_spm_matches_dictionary(sp, dictionary, getattr(args, "sentencepiece_model", "?"),
+                                         "the source dictionary")
+        return bpe
+    build_bpe._attn_only_wrapped = True
+    return build_bpe
+
+
+def _in_chain(exc, kind):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, kind):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _checked_train_step(original):
+    @functools.wraps(original)
+    def train_step(self, samples, *args, **kwargs):
+        try:
+            return original(self, samples, *args, **kwargs)
+        except Exception as caught:
+            # fairseq raises FloatingPointError after re-running the step under its NanDetector, whose
+            # old-style backward hooks can themselves fail on an encoder that returns a dict (torch >= 2:
+            # StopIteration): the FloatingPointError is then the context of that failure.
+            e = _in_chain(caught, FloatingPointError)
+            if e is None:
+                raise
+            update = self.get_num_updates() + 1
+            first = (str(e).strip().splitlines() or ["gradients are Nan/Inf"])[0]
+            save_dir = getattr(getattr(self.cfg, "checkpoint", None), "save_dir", "--save-dir")
+            if "Nan/Inf" in first:
+                raise PluginError(
+                    f"training stopped at update {update}: the loss or gradients are NaN/inf; lower the learning "
+                    "rate (--lr, --lr-multiplier), raise --warmup-updates or set --clip-norm, and run again (it "
+                    "resumes from checkpoint_last.pt, which is left as it was; fairseq wrote the failing state to "
+                    f"{os.path.join(save_dir, 'crash.pt')})"
+                ) from caught
+            raise PluginError(f"training stopped at update {update}: {first}") from caught
+    train_step._attn_only_wrapped = True
+    return train_step
+
+
+def install() -> None:
+    """Wrap the fairseq entry points listed in the module docstring. Idempotent."""
+    import sys
+    from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE
+    from fairseq.tasks.fairseq_task import FairseqTask
+    from fairseq.tasks.translation import TranslationTask
+    from fairseq.trainer import Trainer
+
+    if not getattr(TranslationTask.setup_task, "_attn_only_wrapped", False):
+        TranslationTask.setup_task = _checked_setup_task(TranslationTask.__dict__["setup_task"])
+    if not getattr(SentencepieceBPE.__init__, "_attn_only_wrapped", False):
+        SentencepieceBPE.__init__ = _checked_spm_init(SentencepieceBPE.__init__)
+    if not getattr(FairseqTask.build_bpe, "_attn_only_wrapped", False):
+        FairseqTask.build_bpe = _checked_build_bpe(FairseqTask.build_bpe)
+    if not getattr(Trainer.train_step, "_attn_only_wrapped", False):
+        Trainer.train_step = _checked_train_step(Trainer.train_step)
+    interactive = sys.modules.get("fairseq_cli.interactive")  # only when fairseq-interactive runs: importing
+    if interactive is not None:  # it would configure the root logger for everyone else
+        interactive.buffered_read = read_input_lines

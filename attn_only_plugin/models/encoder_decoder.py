@@ -1,0 +1,138 @@
+"""The encoder and decoder stacks, section 3.1 of Vaswani et al. (2017), on fairseq's interfaces.
+
+Tensor layout: batch first everywhere, (B, S, d_model) in the encoder and (B, T, d_model) in the
+decoder. fairseq's own transformer is time first; our encoder_out dict is read only by our
+decoder and reordered only by our encoder, so nothing outside sees the difference.
+"""
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
+from torch import Tensor, nn
+
+from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
+
+IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
+
+
+def _layer_args(cfg) -> dict:
+    """Map the config (fairseq names at this one edge) to the paper's symbols."""
+    return dict(d_model=cfg.d_model, d_ff=cfg.d_ff, h=cfg.heads, d_k=cfg.d_k or cfg.d_model // cfg.heads,
+                d_v=cfg.d_v or cfg.d_model // cfg.heads, dropout=cfg.dropout,
+                attention_dropout=cfg.attention_dropout, relu_dropout=cfg.relu_dropout,
+                pre_norm=cfg.pre_norm)
+
+
+class Encoder(FairseqEncoder):
+    """Section 3.1: a stack of N identical layers over the embedded source."""
+
+    def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding):
+        super().__init__(dictionary)
+        self.padding_idx = dictionary.pad()
+        self.embed = TransformerEmbedding(embed_tokens, cfg.max_source_positions, cfg.learned_pos, cfg.dropout)
+        self.layers = nn.ModuleList(EncoderLayer(**_layer_args(cfg)) for _ in range(cfg.encoder_layers))
+        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
+
+    def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None,
+                need_weights: bool = False, **unused) -> Dict[str, List[Tensor]]:
+        """src_tokens: (B, S). Returns fairseq's encoder_out dict with batch-first tensors; with
+        need_weights, "attn" holds each layer's self-attention weights (B, h, S, S)."""
+        key_mask = src_tokens.ne(self.padding_idx)  # (B, S) True = real token
+        x = self.embed(src_tokens)  # (B, S, d_model)
+        weights = []
+        for layer in self.layers:
+            x, w = layer(x, key_mask, need_weights)
+            weights.append(w)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return {"encoder_out": [x], "encoder_padding_mask": [~key_mask], "src_tokens": [src_tokens],
+                "src_lengths": [] if src_lengths is None else [src_lengths],
+                "attn": weights if need_weights else []}
+
+    @torch.jit.export
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
+        """Select batch rows (beam expansion and reordering in SequenceGenerator)."""
+        return {k: [t.index_select(0, new_order) for t in v] for k, v in encoder_out.items()}
+
+    def max_positions(self) -> int:
+        return self.embed.max_positions
+
+
+class Decoder(FairseqIncrementalDecoder):
+    """Section 3.1: N identical layers with masked self-attention and encoder-decoder attention,
+    then the pre-softmax linear map (section 3.4), shared with the embeddings when asked.
+
+    Incremental decoding keeps one flat cache dict ("<layer>.self.k", "<layer>.cross.v", ...):
+    self-attention keys/values grow by one position per step, encoder-decoder keys/values are
+    projected once per sentence, and a beam reorder is one index_select per entry.
+    """
+
+    def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding, output_weight: Optional[Tensor] = None):
+        super().__init__(dictionary)
+        self.padding_idx = dictionary.pad()
+        self.embed = TransformerEmbedding(embed_tokens, cfg.max_target_positions, cfg.learned_pos, cfg.dropout)
+        self.layers = nn.ModuleList(DecoderLayer(**_layer_args(cfg), index=i) for i in range(cfg.decoder_layers))
+        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
+        if output_weight is None:  # not shared: its own pre-softmax matrix
+            output_weight = nn.Parameter(torch.empty(len(dictionary), cfg.d_model))
+            nn.init.normal_(output_weight, mean=0.0, std=cfg.d_model ** -0.5)
+        self.output_weight = output_weight
+        self.alignment_layer = cfg.decoder_layers - 1 if cfg.alignment_layer < 0 else cfg.alignment_layer
+        self.need_attn = False  # set by the task/generator for --print-alignment
+
+    def forward(self, prev_output_tokens: Tensor, encoder_out: Optional[Dict[str, List[Tensor]]] = None,
+                incremental_state: Optional[IncrementalState] = None, features_only: bool = False,
+                need_attn: bool = False, need_all_weights: bool = False, **unused):
+        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state,
+                                         need_attn or self.need_attn, need_all_weights)
+        return (x if features_only else self.output_layer(x)), extra
+
+    def extract_features(self, prev_output_tokens: Tensor, encoder_out, incremental_state=None,
+                         need_attn: bool = False, need_all_weights: bool = False, **unused):
+        """prev_output_tokens: (B, T). Returns (B, T, d_model) features (B, 1, d_model when
+        incremental) and {"attn": [encoder-decoder weights of alignment_layer averaged over heads
+        (B, T, S), or None]}; need_all_weights adds every layer's per-head weights."""
+        memory, memory_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
+        cache, step = None, -1
+        if incremental_state is not None:
+            cache = self.get_incremental_state(incremental_state, "cache") or {}
+            step = prev_output_tokens.size(1) - 1
+            prev_output_tokens = prev_output_tokens[:, -1:]  # (B, 1): only the newest token
+        x = self.embed(prev_output_tokens, step)  # (B, T, d_model)
+        attn, cross_all, self_all = None, [], []
+        for i, layer in enumerate(self.layers):
+            want = need_all_weights or (need_attn and i == self.alignment_layer)
+            x, w_cross, w_self = layer(x, memory, ~memory_pad, cache, need_weights=want)
+            if need_attn and i == self.alignment_layer:
+                attn = w_cross.mean(dim=1)  # (B, T, S), averaged over heads
+            cross_all.append(w_cross)
+            self_all.append(w_self)
+        if cache is not None:
+            self.set_incremental_state(incremental_state, "cache", cache)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        extra = {"attn": [attn], "inner_states": None}
+        if need_all_weights:
+            extra.update(cross_attn=cross_all, self_attn=self_all)
+        return x, extra
+
+    def output_layer(self, features: Tensor) -> Tensor:
+        return F.linear(features, self.output_weight)  # (B, T, |V|) logits before softmax
+
+    def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor):
+        """Beam search reorders hypotheses within each sentence (fairseq's SequenceGenerator only
+        ever does that, and shrinks the batch when sentences finish). Encoder-decoder keys and
+        values are the same for every hypothesis of a sentence, so they are re-indexed only when
+        the batch size changes; self-attention caches always are."""
+        cache = self.get_incremental_state(incremental_state, "cache")
+        if cache is None:
+            return
+        for key, value in cache.items():
+            if value is None or (".cross." in key and value.size(0) == new_order.numel()):
+                continue
+            cache[key] = value.index_select(0, new_order)
+        self.set_incremental_state(incremental_state, "cache", cache)
+
+    def max_positions(self) -> int:
+        return self.embed.max_positions

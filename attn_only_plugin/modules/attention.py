@@ -1,0 +1,102 @@
+"""Scaled dot-product and multi-head attention, section 3.2 of Vaswani et al. (2017).
+
+Tensor layout in this file: batch first. x is (B, T, d_model) for queries and (B, S, d_model)
+for keys/values (the encoder memory in encoder-decoder attention); heads are split as
+(B, h, T, d_k). Masks are boolean with True = "may attend".
+"""
+import math
+from typing import Dict, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, causal: bool = False,
+    dropout_p: float = 0.0, need_weights: bool = False,
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """Eq. (1), section 3.2.1: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
+
+    q: (B, h, T, d_k), k: (B, h, S, d_k), v: (B, h, S, d_v); mask broadcastable to (B, h, T, S).
+    The normal path is torch's fused kernel, which never materialises the weights; with
+    need_weights=True the same maths is written out so that the (B, h, T, S) weights can be
+    returned (attention plots, alignments). Both give the same output.
+    """
+    if causal:  # decoder self-attention: position t sees positions <= t (section 3.2.3)
+        T, S = q.size(-2), k.size(-2)
+        tril = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)  # (T, S)
+        mask = tril if mask is None else mask & tril
+    if not need_weights:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)  # (B, h, T, S)
+    return F.dropout(weights, dropout_p) @ v, weights  # (B, h, T, d_v)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, section 3.2.2.
+
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,  head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+    d_k and d_v are free (Table 3 rows A and B vary them apart from d_model / h). The h per-head
+    projections are one matrix each for Q, K and V; in self-attention they are fused into one
+    (d_model -> h(2 d_k + d_v)) matmul, in encoder-decoder attention K and V are fused and computed
+    once per sentence when decoding incrementally. Projections carry biases (the paper's equations
+    have none; tensor2tensor and fairseq use them, and the weight converter needs them).
+    """
+
+    def __init__(self, d_model: int, h: int, d_k: int, d_v: int, dropout: float = 0.0,
+                 self_attention: bool = True, cache_key: str = "attn"):
+        super().__init__()
+        self.h, self.d_k, self.d_v, self.dropout = h, d_k, d_v, dropout
+        self.self_attention, self.cache_key = self_attention, cache_key
+        if self_attention:
+            self.qkv = nn.Linear(d_model, h * (2 * d_k + d_v))  # [W^Q | W^K | W^V]
+        else:
+            self.q = nn.Linear(d_model, h * d_k)  # W^Q
+            self.kv = nn.Linear(d_model, h * (d_k + d_v))  # [W^K | W^V]
+        self.out = nn.Linear(h * d_v, d_model)  # W^O
+        for p in self.parameters():  # the paper is silent on init; Xavier as tensor2tensor
+            nn.init.xavier_uniform_(p) if p.dim() > 1 else nn.init.zeros_(p)
+
+    def _split_heads(self, x: Tensor, d: int) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.h, d).transpose(1, 2)  # (B, h, T, d)
+
+    def _project_kv(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        k, v = self.kv(x).split([self.h * self.d_k, self.h * self.d_v], dim=-1)
+        return self._split_heads(k, self.d_k), self._split_heads(v, self.d_v)  # (B, h, S, d_k/d_v)
+
+    def forward(self, x: Tensor, memory: Optional[Tensor] = None, key_mask: Optional[Tensor] = None,
+                causal: bool = False, cache: Optional[Dict[str, Optional[Tensor]]] = None,
+                need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+        """x: (B, T, d_model) queries; memory: (B, S, d_model) for encoder-decoder attention, else
+        None (self-attention); key_mask: (B, S) True = real token; cache: incremental decoding
+        state, filled in place (self-attention: keys/values grow by T; encoder-decoder: computed
+        once). Returns (B, T, d_model) and, if need_weights, (B, h, T, S) weights."""
+        B, T, _ = x.shape
+        kk, vk = self.cache_key + ".k", self.cache_key + ".v"
+        if self.self_attention:
+            q, k, v = self.qkv(x).split([self.h * self.d_k, self.h * self.d_k, self.h * self.d_v], -1)
+            k, v = self._split_heads(k, self.d_k), self._split_heads(v, self.d_v)  # (B, h, T, d_k/d_v)
+            if cache is not None and cache.get(kk) is not None:
+                k = torch.cat([cache[kk], k], dim=2)  # (B, h, S_past + T, d_k)
+                v = torch.cat([cache[vk], v], dim=2)  # (B, h, S_past + T, d_v)
+            if cache is not None:
+                cache[kk], cache[vk] = k, v
+        else:
+            q = self.q(x)
+            if cache is not None and cache.get(kk) is not None:
+                k, v = cache[kk], cache[vk]  # projected once per sentence
+            else:
+                k, v = self._project_kv(memory)
+                if cache is not None:
+                    cache[kk], cache[vk] = k, v
+        q = self._split_heads(q, self.d_k)  # (B, h, T, d_k)
+        mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, S)
+        p = self.dropout if self.training else 0.0
+        y, w = scaled_dot_product_attention(q, k, v, mask, causal, p, need_weights)
+        y = y.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h d_v): Concat(head_i)
+        return self.out(y), w

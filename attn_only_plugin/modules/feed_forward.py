@@ -1,0 +1,26 @@
+"""Position-wise feed-forward network, section 3.3 of Vaswani et al. (2017).
+
+Tensor layout: (B, T, d_model) in and out; (B, T, d_ff) inside.
+"""
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class PositionwiseFeedForward(nn.Module):
+    """Eq. (2), section 3.3: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2.
+
+    relu_dropout is applied to the hidden ReLU activations; the paper has none (0 by default),
+    tensor2tensor's relu_dropout option is offered for experiments.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, relu_dropout: float = 0.0):
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff)  # W_1, b_1
+        self.w2 = nn.Linear(d_ff, d_model)  # W_2, b_2
+        self.relu_dropout = nn.Dropout(relu_dropout)
+        for lin in (self.w1, self.w2):  # paper silent on init; Xavier as tensor2tensor
+            nn.init.xavier_uniform_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(self.relu_dropout(F.relu(self.w1(x))))  # (B, T, d_model)

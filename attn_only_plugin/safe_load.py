@@ -1,0 +1,126 @@
+"""Load fairseq checkpoints with torch's safe unpickler (torch >= 2.6 defaults to weights_only).
+
+fairseq 0.12 writes a few non-tensor Python objects into its checkpoints; torch's weights-only
+unpickler refuses them (`Unsupported global: argparse.Namespace`). Rather than turning
+weights_only off (which lets a crafted checkpoint run arbitrary code), we allow-list exactly
+the types fairseq stores: argparse.Namespace (legacy "args"), numpy scalars and dtypes (meters
+and best-loss values), and the enums of fairseq's config. Everything else stays refused.
+
+A refused checkpoint is reported as one line naming the file and the global it holds
+(`refused_error`), a file torch cannot read at all (truncated, corrupt, not a checkpoint) as one
+line naming the file (`unreadable_error`); fairseq's checkpoint_utils.load_checkpoint_to_cpu,
+which generate, interactive, validate, train's resume and the hub all call, is wrapped to raise
+those PluginErrors.
+"""
+import argparse
+import functools
+import os
+import pickle
+import re
+import zipfile
+
+import numpy as np
+import torch
+
+
+def _numpy_globals():
+    found = [np.dtype, np.ndarray]
+    for modname in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            mod = __import__(modname, fromlist=["scalar", "_reconstruct"])
+            found += [mod.scalar, mod._reconstruct]
+            break
+        except (ImportError, AttributeError):
+            continue
+    # numpy >= 1.25 pickles dtypes by their class (numpy.dtypes.Float64DType, ...)
+    dtypes = getattr(np, "dtypes", None)
+    for name in ("Float64DType", "Float32DType", "Float16DType", "Int64DType", "Int32DType", "BoolDType"):
+        if dtypes is not None and hasattr(dtypes, name):
+            found.append(getattr(dtypes, name))
+    return found
+
+
+def _fairseq_enums():
+    from fairseq.dataclass import constants
+    from enum import Enum
+    return [v for v in vars(constants).values() if isinstance(v, type) and issubclass(v, Enum) and v is not Enum]
+
+
+def allowed_globals():
+    """The exact list of non-tensor types that fairseq puts into a checkpoint."""
+    return [argparse.Namespace, *_numpy_globals(), *_fairseq_enums()]
+
+
+def refused_error(path, exc: BaseException):
+    """The PluginError for a checkpoint torch's safe unpickler refused, or None if `exc` is not that."""
+    from .errors import PluginError
+    text = str(exc)
+    if not isinstance(exc, pickle.UnpicklingError) or "Weights only load failed" not in text:
+        return None
+    found = re.search(r"GLOBAL ([\w.]+)", text)
+    if not found:  # not a refused class but a broken pickle (e.g. "Unsupported operand"): unreadable
+        return None
+    what = found.group(1)
+    return PluginError(f"refused to load untrusted checkpoint {path}: it holds {what}, which is not a tensor or "
+                       "one of the plain types fairseq writes, and unpickling it could run code; load only "
+                       "checkpoints from a source you trust")
+
+
+def unreadable_error(path, exc: BaseException):
+    """The PluginError for a checkpoint file torch.load could not read (truncated, corrupt, not a
+    checkpoint): one line with torch's first line of explanation."""
+    from .errors import PluginError
+    return PluginError(f"cannot read checkpoint {path}: it is corrupt or truncated ({_reason(path, exc)}); copy it "
+                       "again, or use another checkpoint (checkpoint_best.pt, an earlier checkpoint_E_U.pt)")
+
+
+def _reason(path, exc: BaseException) -> str:
+    text = str(exc)
+    found = re.search(r"WeightsUnpickler error:\s*(\S.*)", text)
+    if found:  # torch's long "Weights only load failed" preamble is about refused classes: not this case
+        return f"not a valid pickle: {found.group(1).strip()[:150]}"
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) == b"PK" and not zipfile.is_zipfile(path):
+                return "its zip archive is incomplete"
+    except OSError:
+        pass
+    return (text.strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _raised_in_torch_load(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith(os.path.join("torch", "serialization.py")):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _wrap_fairseq_loader() -> None:
+    from fairseq import checkpoint_utils
+    original = checkpoint_utils.load_checkpoint_to_cpu
+    if getattr(original, "_attn_only_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def load_checkpoint_to_cpu(path, *args, **kwargs):
+        try:
+            return original(path, *args, **kwargs)
+        except Exception as e:
+            err = refused_error(path, e)
+            if err is None and _raised_in_torch_load(e):
+                err = unreadable_error(path, e)
+            if err is None:
+                raise
+            raise err from None
+
+    load_checkpoint_to_cpu._attn_only_wrapped = True
+    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+
+
+def install() -> None:
+    """Allow-list fairseq's checkpoint types for torch.load(weights_only=True). Idempotent."""
+    if hasattr(torch.serialization, "add_safe_globals"):
+        torch.serialization.add_safe_globals(allowed_globals())
+    _wrap_fairseq_loader()

@@ -1,0 +1,58 @@
+"""fairseq's translation task plus the length penalty the paper used, registered as
+`translation_paper`.
+
+Section 6.1 of Vaswani et al. (2017): "beam search with a beam size of 4 and length penalty
+alpha = 0.6 [38]". Reference [38] (Wu et al. 2016, GNMT) and tensor2tensor define
+lp(Y) = ((5 + |Y|) / 6)^alpha and rank finished hypotheses by log P(Y|X) / lp(Y). fairseq's
+--lenpen divides by |Y|^alpha instead, which favours long hypotheses more strongly.
+`--lenpen-style gnmt` gives the paper's penalty with alpha = --lenpen; the default keeps
+fairseq's. |Y| counts the end-of-sentence token in both (as tensor2tensor's beam search does).
+"""
+from dataclasses import dataclass, field
+
+from fairseq.dataclass import ChoiceEnum
+from fairseq.sequence_generator import SequenceGenerator
+from fairseq.tasks import register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from torch import Tensor
+
+LENPEN_STYLES = ChoiceEnum(["fairseq", "gnmt"])
+
+
+def gnmt_length_penalty(length, alpha: float):
+    """lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016, Eq. 14)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def rescale_for_gnmt(eos_scores: Tensor, length: int, alpha: float) -> Tensor:
+    """fairseq's finalize step divides a finished hypothesis' summed log-probability by
+    length^alpha; pre-multiplying by length^alpha / lp(length) leaves score / lp(length)."""
+    return eos_scores * (length ** alpha / gnmt_length_penalty(length, alpha))
+
+
+class GNMTSequenceGenerator(SequenceGenerator):
+    """fairseq's beam search, hypotheses normalised by the GNMT length penalty."""
+
+    def finalize_hypos(self, step, bbsz_idx, eos_scores, *args, **kwargs):
+        if self.normalize_scores:
+            eos_scores = rescale_for_gnmt(eos_scores, step + 1, self.len_penalty)
+        return super().finalize_hypos(step, bbsz_idx, eos_scores, *args, **kwargs)
+
+
+@dataclass
+class PaperTranslationConfig(TranslationConfig):
+    lenpen_style: LENPEN_STYLES = field(default="fairseq", metadata={
+        "help": "'gnmt': rank hypotheses by logP / ((5+|Y|)/6)^alpha as the paper (section 6.1, "
+                "via [38]) with alpha = --lenpen; 'fairseq': logP / |Y|^alpha"})
+
+
+@register_task("translation_paper", dataclass=PaperTranslationConfig)
+class PaperTranslationTask(TranslationTask):
+    """TranslationTask whose generator can apply the paper's (GNMT) length penalty."""
+
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        if str(self.cfg.lenpen_style) == "gnmt" and seq_gen_cls is None and not getattr(args, "sampling", False) \
+                and not getattr(args, "print_alignment", False):
+            seq_gen_cls = GNMTSequenceGenerator
+        return super().build_generator(models, args, seq_gen_cls=seq_gen_cls,
+                                       extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs)
