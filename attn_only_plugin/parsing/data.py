@@ -1,0 +1,62 @@
+"""WSJ parsing data for fairseq, section 6.3 of Vaswani et al. (2017): treebank files -> source
+words and linearized target trees (Vinyals et al. 2015), and predictions -> scored trees.
+
+Splits are chosen by WSJ file number (wsj_SSNN.mrg: section SS). The standard split is sections
+02-21 train, 22 valid, 23 test; the NLTK sample (wsj_0001-0179) has no sections beyond 00-01, so
+its development split is by file number (e.g. 1-159 / 160-169 / 170-179).
+"""
+import re
+from pathlib import Path
+from typing import Dict, Iterable, List, Sequence, Tuple
+
+from .evalb import evaluate_lines
+from .linearize import linearize, normalize, repair, replace_tags, right_branching_tree
+from .ptb import read_trees, tree_to_str
+
+STANDARD = {"train": (200, 2199), "valid": (2200, 2299), "test": (2300, 2399)}
+_FILE = re.compile(r"wsj_(\d{4})\.mrg$", re.IGNORECASE)
+
+
+def parse_ranges(spec: Iterable[str]) -> Dict[str, Tuple[int, int]]:
+    """['train=1-159', 'valid=160-169', 'test=170-179'] -> {split: (first, last)} file numbers."""
+    ranges = {}
+    for item in spec:
+        m = re.fullmatch(r"(train|valid|test)=(\d+)-(\d+)", item)
+        if not m:
+            raise ValueError(f"bad split {item!r}: write it as train=1-159 (WSJ file numbers, inclusive)")
+        ranges[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    return ranges
+
+
+def treebank_files(root: Path, first: int, last: int) -> List[Path]:
+    found = [(int(m.group(1)), p) for p in root.rglob("*") for m in [_FILE.search(p.name)] if m]
+    return [p for n, p in sorted(found) if first <= n <= last]
+
+
+def linearized_split(files: Sequence[Path]):
+    """(words, target tokens, gold tree line, gold POS tags) for every tree of `files`."""
+    for path in files:
+        for tree in read_trees(path):
+            gold = normalize(tree)
+            words, target = linearize(tree)
+            if words:
+                yield words, target, tree_to_str(gold), gold.tags()
+
+
+def score_predictions(predictions: Sequence[Sequence[str]], words: Sequence[Sequence[str]],
+                      gold_lines: Sequence[str], tags: Sequence[Sequence[str]]):
+    """Repair each predicted bracket sequence into a tree over its words, put the gold POS tags
+    back (EVALB finds punctuation by its tag), and score with EVALB's COLLINS.prm rules.
+    Returns (EvalbResult, number of outputs that needed repair, predicted tree lines)."""
+    repaired, lines = 0, []
+    for pred, ws, ts in zip(predictions, words, tags):
+        tree, fixed = repair(list(pred), list(ws))
+        repaired += fixed
+        lines.append(tree_to_str(replace_tags(tree, ts)))
+    return evaluate_lines(list(gold_lines), lines), repaired, lines
+
+
+def right_branching_baseline(words: Sequence[Sequence[str]], gold_lines: Sequence[str],
+                             tags: Sequence[Sequence[str]]):
+    lines = [tree_to_str(replace_tags(right_branching_tree(list(ws)), ts)) for ws, ts in zip(words, tags)]
+    return evaluate_lines(list(gold_lines), lines)
