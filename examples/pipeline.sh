@@ -1,0 +1,100 @@
+# Shared steps of the paper's translation pipeline (sourced by the recipes in this folder).
+# Each recipe sets its variables, then calls these functions in order. Nothing here downloads.
+#   prepare  : joint sentencepiece (section 5.1) + fairseq-preprocess --joined-dictionary
+#   train    : fairseq-train with the paper's criterion, optimizer and schedule (section 5)
+#   average  : mean of the last N checkpoints (section 6.1)
+#   evaluate : beam 4, alpha 0.6, max length = input + 50 (section 6.1); sacreBLEU and
+#              the paper's tokenized, compound-split BLEU
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${VENV:-$REPO/.venv}/bin/python"
+BIN="$(dirname "$PY")"
+
+say() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+
+require_corpus() {  # require_corpus DIR SRC TGT
+  local f
+  for f in train valid test; do
+    for l in "$2" "$3"; do
+      if [ ! -s "$1/$f.$l" ]; then
+        echo "error: missing $1/$f.$l: put the raw parallel text there (one sentence per line;" \
+             "valid = newstest2013, test = newstest2014 for WMT14), then rerun" >&2
+        exit 1
+      fi
+    done
+  done
+}
+
+prepare() {  # prepare CORPUS SRC TGT VOCAB WORK
+  if [ -f "$5/data-bin/dict.$2.txt" ]; then say "prepared data found in $5/data-bin: reused"; return; fi
+  say "sentencepiece, joint vocabulary $4"
+  "$PY" "$REPO/scripts/spm_prepare.py" --data "$1" --src "$2" --tgt "$3" --vocab-size "$4" --out "$5/spm"
+  say "fairseq-preprocess --joined-dictionary"
+  "$BIN/fairseq-preprocess" --source-lang "$2" --target-lang "$3" --trainpref "$5/spm/train" \
+      --validpref "$5/spm/valid" --testpref "$5/spm/test" --destdir "$5/data-bin.tmp" \
+      --joined-dictionary --workers "$(nproc)" >"$5/preprocess.log" 2>&1 \
+    || { tail -5 "$5/preprocess.log" >&2; exit 1; }
+  rm -rf "$5/data-bin" && mv "$5/data-bin.tmp" "$5/data-bin"
+}
+
+update_freq() {  # update_freq GPUS MAX_TOKENS: steps of ~25,000 source tokens (section 5.1)
+  local per_step=$(( ${1:-1} * $2 ))
+  echo $(( (25000 + per_step - 1) / per_step ))
+}
+
+average() {  # average CHECKPOINT_DIR N: the last N checkpoints, the final weights included
+  # fairseq writes no checkpoint_E_U.pt when training stops exactly at an epoch's end, only
+  # checkpoint_last.pt: it then stands in for the newest interval checkpoint.
+  local dir=$1 n=$2 inputs
+  mapfile -t inter < <(find "$dir" -maxdepth 1 -name 'checkpoint_*_*.pt' | sed -E 's/.*_([0-9]+)\.pt$/\1 &/' \
+                       | sort -n | cut -d' ' -f2-)
+  local count=${#inter[@]} take  # ${a[@]: -k} is empty when k > length: clamp the offsets
+  if [ "$count" -gt 0 ] && cmp -s "${inter[-1]}" "$dir/checkpoint_last.pt"; then
+    take=$(( n < count ? n : count ))
+    inputs=("${inter[@]:count-take}")
+  else
+    take=$(( n - 1 < count ? n - 1 : count ))
+    inputs=("${inter[@]:count-take}" "$dir/checkpoint_last.pt")
+  fi
+  say "averaging the last $n checkpoints: ${inputs[*]##*/}"
+  "$PY" "$REPO/scripts/average_checkpoints.py" --inputs "${inputs[@]}" --output "$dir/checkpoint_avg.pt"
+}
+
+evaluate() {  # evaluate WORK CHECKPOINT SRC TGT CORPUS SPLIT [extra generate flags]
+  local work=$1 ckpt=$2 src=$3 tgt=$4 corpus=$5 split=$6; shift 6
+  say "fairseq-generate --beam 4 --lenpen 0.6 on the $split split"
+  "$BIN/fairseq-generate" "$work/data-bin" --user-dir "$REPO/attn_only_plugin" --path "$ckpt" \
+      --gen-subset "$split" --beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 \
+      --remove-bpe sentencepiece "$@" >"$work/generate.log" 2>"$work/generate.err" \
+    || { tail -5 "$work/generate.err" >&2; exit 1; }
+  grep '^H-' "$work/generate.log" | sort -t- -k2 -n | cut -f3 >"$work/hyp.$tgt"
+  say "sacreBLEU (detokenized) on $(wc -l <"$work/hyp.$tgt") sentences"
+  "$PY" "$REPO/scripts/sacrebleu_detok.py" "$work/hyp.$tgt" "$corpus/$split.$tgt" | tee "$work/bleu.txt"
+}
+
+train_paper() {  # train_paper WORK ARCH MAX_UPDATE SAVE_EVERY KEEP [extra fairseq-train flags]
+  local work=$1 arch=$2 steps=$3 every=$4 keep=$5; shift 5
+  local gpus="${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}" max_tokens="${MAX_TOKENS:-4096}"
+  gpus=$(( gpus > 0 ? gpus : 1 ))
+  say "fairseq-train --arch $arch on $gpus GPU(s), update-freq $(update_freq "$gpus" "$max_tokens")"
+  "$BIN/fairseq-train" "$work/data-bin" --user-dir "$REPO/attn_only_plugin" \
+      --arch "$arch" `# Table 3` \
+      --criterion paper_label_smoothed_ce --label-smoothing 0.1 `# section 5.4: eps_ls = 0.1` \
+      --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 `# section 5.3` \
+      --lr-scheduler noam --warmup-updates 4000 `# section 5.3: warmup_steps = 4000` \
+      --max-tokens "$max_tokens" --update-freq "$(update_freq "$gpus" "$max_tokens")" `# section 5.1: ~25k source tokens/step` \
+      --max-update "$steps" `# section 5.2` \
+      --save-interval-updates "$every" --keep-interval-updates "$keep" --no-epoch-checkpoints `# section 6.1: checkpoints 10 min apart` \
+      --fp16 --save-dir "$work/checkpoints" --log-format simple --log-interval 100 "$@" \
+      2>&1 | tee -a "$work/train.log"
+}
+
+paper_bleu() {  # paper_bleu HYP REF: tokenized, compound-split BLEU (section 6.1, Table 2)
+  # The paper tokenized with Moses' tokenizer.perl; we use sacreBLEU's 13a tokenizer (mteval's
+  # rules, nearly the same for German) so that no Perl tool is needed.
+  local tok="$1.tok" reftok="$1.ref.tok" f
+  for f in "$1:$tok" "$2:$reftok"; do
+    "$PY" -c "import sys; from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a as T; t = T()
+sys.stdout.writelines(t(l.rstrip('\n')) + '\n' for l in open(sys.argv[1], encoding='utf-8'))" "${f%%:*}" >"${f#*:}"
+  done
+  "$PY" "$REPO/scripts/bleu_compound_split.py" "$tok" "$reftok"
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env python
+"""Joint sentencepiece segmentation of a parallel corpus (section 5.1 of Vaswani et al. (2017):
+"byte-pair encoding with a shared source-target vocabulary of about 37000 tokens").
+
+    python scripts/spm_prepare.py --data DIR --src en --tgt de --vocab-size 8000 --out OUT
+
+DIR holds train/valid/test.{src,tgt} plain text. OUT receives spm.model / spm.vocab (one model
+trained on the union of both training sides) and the six files encoded as space-separated
+pieces, ready for `fairseq-preprocess --joined-dictionary`. Files are written atomically; text
+that is not UTF-8 is refused (one `error:` line naming the file and line) before anything is written.
+"""
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+SPLITS = ("train", "valid", "test")
+
+
+def fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def train_model(files, prefix: Path, vocab_size: int, model_type: str) -> None:
+    import sentencepiece as spm
+    spm.SentencePieceTrainer.train(
+        input=",".join(map(str, files)), model_prefix=str(prefix), vocab_size=vocab_size,
+        model_type=model_type, character_coverage=1.0, input_sentence_size=2_000_000,
+        shuffle_input_sentence=True, bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0,  # fairseq adds its own
+        minloglevel=2)
+
+
+def encode_file(model, src: Path, dst: Path) -> int:
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=dst.name + ".")
+    with os.fdopen(fd, "w", encoding="utf-8") as out, open(src, encoding="utf-8") as inp:
+        n = 0
+        for n, line in enumerate(inp, 1):
+            out.write(" ".join(model.encode(line.strip(), out_type=str)) + "\n")
+    os.replace(tmp, dst)
+    return n
+
+
+def first_non_utf8(path: Path):
+    """(line number, byte offset in the line, the byte) of the first byte of `path` that is not
+    UTF-8, or None. Checked before training: encode_file would otherwise fail with a traceback
+    after the (long) sentencepiece training."""
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return n, e.start, line[e.start]
+    return None
+
+
+def prepare(data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_type: str = "bpe") -> Path:
+    """Train the joint model on data/train.{src,tgt} and encode every split into out/."""
+    import sentencepiece as spm
+    files = {(s, l): data / f"{s}.{l}" for s in SPLITS for l in (src, tgt)}
+    missing = [str(p) for p in files.values() if not p.is_file()]
+    if missing:
+        fail(f"missing corpus file {missing[0]}: --data must hold train/valid/test.{src} and .{tgt}")
+    for path in files.values():
+        bad = first_non_utf8(path)
+        if bad:
+            fail(f"{path} line {bad[0]} is not UTF-8 text (byte 0x{bad[2]:02x} at byte {bad[1]}): convert the corpus "
+                 "to UTF-8 first, e.g. iconv -f latin1 -t utf-8")
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"[spm] training a joint {model_type} model, vocabulary {vocab_size}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        train_model([files["train", src], files["train", tgt]], Path(tmp) / "spm", vocab_size, model_type)
+        for ext in ("model", "vocab"):
+            os.replace(Path(tmp) / f"spm.{ext}", out / f"spm.{ext}")
+    model = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
+    for (split, lang), path in files.items():
+        n = encode_file(model, path, out / f"{split}.{lang}")
+        print(f"[spm] {split}.{lang}: {n} lines", file=sys.stderr)
+    return out / "spm.model"
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", type=Path, required=True, help="folder with train/valid/test.{src,tgt}")
+    p.add_argument("--src", default="en")
+    p.add_argument("--tgt", default="de")
+    p.add_argument("--vocab-size", type=int, default=8000, help="joint vocabulary (paper: ~37000 EN-DE)")
+    p.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
+    p.add_argument("--out", type=Path, required=True)
+    a = p.parse_args(argv)
+    if a.vocab_size < 100:
+        fail(f"--vocab-size {a.vocab_size} is too small: use at least a few thousand")
+    try:
+        prepare(a.data, a.src, a.tgt, a.vocab_size, a.out, a.model_type)
+    except RuntimeError as e:  # sentencepiece reports e.g. a vocabulary larger than the corpus allows
+        fail(f"sentencepiece failed: {str(e).splitlines()[-1]} (try a smaller --vocab-size)")
+
+
+if __name__ == "__main__":
+    main()
