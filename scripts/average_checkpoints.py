@@ -1,0 +1,208 @@
+#!/usr/bin/env python
+"""Checkpoint averaging, section 6.1 of Vaswani et al. (2017): "For the base models, we used a
+single model obtained by averaging the last 5 checkpoints, which were written at 10-minute
+intervals. For the big models, we averaged the last 20 checkpoints."
+
+    python scripts/average_checkpoints.py --inputs CKPT_DIR --num-update-checkpoints 5 --output avg.pt
+    python scripts/average_checkpoints.py --inputs CKPT_DIR --num-epoch-checkpoints 5 --output avg.pt
+    python scripts/average_checkpoints.py --inputs a.pt b.pt c.pt --output avg.pt
+
+The command line is that of fairseq's repository script (its pip package does not ship it);
+this is an independent implementation. Departures from the paper and from fairseq's script:
+- the paper saved checkpoints every 10 minutes; fairseq saves every --save-interval-updates
+  updates (checkpoint_E_U.pt) or every epoch (checkpointE.pt), so "last N" is by update U or
+  epoch E (--checkpoint-upper-bound drops those after a given U or E);
+- checkpoints are read one at a time with torch's safe loader (weights_only=True) and memory
+  mapped, so only the running sums (float32; float64 for float64 tensors) and the checkpoint
+  being read are in memory: about two models, whatever N is;
+- floating-point tensors are averaged; integer tensors are taken from the first checkpoint;
+- the result keeps the first checkpoint's cfg/args, extra_state and optimizer_history (so
+  fairseq-generate and checkpoint_utils.load_model_ensemble load it) but not its optimizer
+  state (last_optimizer_state = None: fine-tuning from it starts a fresh optimizer);
+- tensors that share storage (tied embeddings saved under several names) stay one tensor;
+- checkpoints whose parameter names or shapes differ are refused (one-line error, exit 1),
+  and the output is written atomically (temporary file in the same folder + os.replace).
+"""
+import argparse
+import logging
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
+import attn_only_plugin  # noqa: E402,F401  (lets torch's safe loader read fairseq checkpoints)
+from attn_only_plugin.errors import PluginError  # noqa: E402
+from attn_only_plugin.safe_load import refused_error, unreadable_error  # noqa: E402
+
+
+def log(message: str) -> None:
+    print(f"[average] {message}", file=sys.stderr, flush=True)
+
+
+def last_n_checkpoints(folder: Path, n: int, by_update: bool, upper_bound: Optional[int] = None) -> List[Path]:
+    """The n newest checkpoint_E_U.pt (by update U) or checkpointE.pt (by epoch E) of folder,
+    ignoring those after upper_bound; oldest first."""
+    pattern = re.compile(r"checkpoint_\d+_(\d+)\.pt" if by_update else r"checkpoint(\d+)\.pt")
+    found = sorted((int(m.group(1)), p) for p in Path(folder).iterdir() if (m := pattern.fullmatch(p.name)))
+    if upper_bound is not None:
+        found = [(k, p) for k, p in found if k <= upper_bound]
+    if len(found) < n:
+        kind = "checkpoint_<epoch>_<update>.pt" if by_update else "checkpoint<epoch>.pt"
+        bound = f" with {'update' if by_update else 'epoch'} <= {upper_bound}" if upper_bound is not None else ""
+        raise PluginError(f"asked for the last {n} checkpoints but {folder} has {len(found)} named {kind}{bound}")
+    return [p for _, p in found[-n:]]
+
+
+def load_checkpoint(path: Path) -> dict:
+    """torch.load(weights_only=True), memory-mapped where the file format allows it."""
+    try:
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as e:
+            if "mmap can only be used" not in str(e):
+                raise
+            state = torch.load(path, map_location="cpu", weights_only=True)  # legacy (non-zip) format
+    except FileNotFoundError:
+        raise PluginError(f"checkpoint {path} not found") from None
+    except Exception as e:  # truncated, not a checkpoint, or a pickle the safe loader refuses
+        refused = refused_error(path, e)
+        if refused is not None:
+            raise refused from None
+        raise unreadable_error(path, e) from None
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+        raise PluginError(f"{path} is not a fairseq checkpoint (no 'model' entry)")
+    return state
+
+
+def storage_aliases(model: Dict[str, torch.Tensor]) -> Dict[str, str]:
+    """name -> the first name that is the same tensor (same storage, offset, shape and stride)."""
+    first: Dict[tuple, str] = {}
+    aliases = {}
+    for name, t in model.items():
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride()) if t.numel() else name
+        aliases[name] = first.setdefault(key, name)
+    return aliases
+
+
+def check_same_layout(reference: Dict[str, torch.Tensor], model: Dict[str, torch.Tensor], path: Path, first: Path):
+    """Refuse a checkpoint whose parameter names or shapes differ from the first one's."""
+    differing = sorted(set(reference) ^ set(model))
+    if differing:
+        key = differing[0]
+        where = path if key in model else first
+        raise PluginError(f"{path} does not match {first}: parameter {key} is only in {where} "
+                          "(a different architecture?)")
+    for key, tensor in reference.items():
+        if tuple(model[key].shape) != tuple(tensor.shape):
+            raise PluginError(f"{path} does not match {first}: {key} has shape {tuple(model[key].shape)} "
+                              f"there but {tuple(tensor.shape)} in the first (a different architecture?)")
+
+
+def _sum_dtype(t: torch.Tensor) -> torch.dtype:
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+def average_checkpoints(paths: List[Path]) -> dict:
+    """The first checkpoint of `paths` with its model replaced by the element-wise mean of all
+    models' floating-point tensors; one checkpoint in memory at a time."""
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise PluginError("no checkpoints to average: give --inputs files, or a folder with --num-*-checkpoints N")
+    log(f"1/{len(paths)} {paths[0]}")
+    state = load_checkpoint(paths[0])
+    reference = state["model"]
+    aliases = storage_aliases(reference)
+    sums = {name: t.to(_sum_dtype(t), copy=True) for name, t in reference.items()
+            if aliases[name] == name and t.is_floating_point()}
+    for i, path in enumerate(paths[1:], start=2):
+        log(f"{i}/{len(paths)} {path}")
+        model = load_checkpoint(path)["model"]
+        check_same_layout(reference, model, path, paths[0])
+        for name, total in sums.items():
+            total.add_(model[name].to(total.dtype))
+        del model
+    averaged = {}
+    for name, tensor in reference.items():
+        canonical = aliases[name]
+        if canonical in averaged:
+            averaged[name] = averaged[canonical]  # tied: the very same tensor again
+        elif canonical in sums:
+            averaged[name] = sums.pop(canonical).div_(len(paths)).to(tensor.dtype)
+        else:
+            averaged[name] = tensor  # integer tensors: the first checkpoint's
+    state["model"] = averaged
+    state["last_optimizer_state"] = None
+    return state
+
+
+def save_atomic(state: dict, output: Path) -> None:
+    """torch.save to a temporary file next to `output`, then rename it over `output`."""
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
+        os.replace(tmp, output)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def resolve_inputs(inputs: List[Path], num_epoch: Optional[int], num_update: Optional[int],
+                   upper_bound: Optional[int]) -> List[Path]:
+    """fairseq's rules: with --num-*-checkpoints one folder, otherwise a list of files."""
+    if num_epoch is not None and num_update is not None:
+        raise PluginError("give --num-epoch-checkpoints or --num-update-checkpoints, not both")
+    n = num_update if num_update is not None else num_epoch
+    if n is None:
+        if upper_bound is not None:
+            raise PluginError("--checkpoint-upper-bound needs --num-epoch-checkpoints or --num-update-checkpoints")
+        folders = [p for p in inputs if p.is_dir()]
+        if folders:
+            raise PluginError(f"{folders[0]} is a folder: add --num-update-checkpoints N or --num-epoch-checkpoints N")
+        return list(inputs)
+    if n < 1:
+        raise PluginError(f"the number of checkpoints to average must be >= 1, not {n}")
+    if len(inputs) != 1 or not inputs[0].is_dir():
+        raise PluginError("--num-*-checkpoints needs exactly one --inputs folder")
+    return last_n_checkpoints(inputs[0], n, by_update=num_update is not None, upper_bound=upper_bound)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Average the weights of fairseq checkpoints (section 6.1 "
+                                "of Vaswani et al. 2017).")
+    p.add_argument("--inputs", nargs="+", type=Path, required=True, help="checkpoint files, or one folder")
+    p.add_argument("--output", type=Path, required=True, help="where to write the averaged checkpoint")
+    p.add_argument("--num-epoch-checkpoints", type=int, help="average the last N checkpointE.pt of the folder")
+    p.add_argument("--num-update-checkpoints", type=int, help="average the last N checkpoint_E_U.pt of the folder")
+    p.add_argument("--checkpoint-upper-bound", type=int, help="ignore checkpoints after this epoch / update")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    try:
+        paths = resolve_inputs(a.inputs, a.num_epoch_checkpoints, a.num_update_checkpoints, a.checkpoint_upper_bound)
+        log(f"averaging {len(paths)} checkpoints: {', '.join(str(p) for p in paths)}")
+        save_atomic(average_checkpoints(paths), a.output)
+    except PluginError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    log(f"wrote {a.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+#!/usr/bin/env python
+"""Side-by-side speed of our Transformer and fairseq's built-in `transformer` on the same work.
+
+    python scripts/benchmark.py --preset cpu --out benchmark.json      # 2-core CPU shape, fp32
+    python scripts/benchmark.py --preset base --device cuda --amp        # the paper's base shape
+
+Both models get identical sizes and identical weights (fairseq's converted to ours with
+attn_only_plugin.convert), and identical batches (left-padded sources, lengths 10-30 tokens).
+- training: tokens/s (target tokens) over --updates forward+backward+Adam steps after
+  --warmup steps, median of --repeats; peak memory (CUDA max allocated, or the CPU process's
+  peak RSS, each model measured in a process of its own);
+- generation: fairseq's SequenceGenerator, beam 4, lenpen 0.6, on the same sentences:
+  sentences/s and tokens/s, and whether both produce identical hypotheses.
+Prints one table (ours, built-in, ratio) and writes JSON. A script, not a timed test.
+"""
+import argparse
+import json
+import multiprocessing as mp
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+PRESETS = {  # d_model, d_ff, heads, layers, vocab
+    "tiny": dict(d_model=64, d_ff=256, heads=4, layers=2, vocab=1000),
+    "cpu": dict(d_model=512, d_ff=2048, heads=8, layers=6, vocab=8000),
+    "base": dict(d_model=512, d_ff=2048, heads=8, layers=6, vocab=37000),
+    "big": dict(d_model=1024, d_ff=4096, heads=16, layers=6, vocab=37000),
+}
+
+
+def build_pair(shape, seed=0):
+    """(fairseq's built-in, ours) with the same sizes and weights, in eval mode."""
+    import argparse as ap
+    from types import SimpleNamespace
+
+    import torch
+    from fairseq.data import Dictionary
+    from fairseq.models.transformer import TransformerModel
+    from fairseq.models.transformer.transformer_legacy import base_architecture
+
+    import attn_only_plugin  # noqa: F401
+    from attn_only_plugin.convert import fairseq_to_ours
+    from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
+    d = Dictionary()
+    for i in range(shape["vocab"] - d.nspecial):
+        d.add_symbol(f"w{i}")
+    task = SimpleNamespace(source_dictionary=d, target_dictionary=d)
+    args = ap.Namespace(encoder_embed_dim=shape["d_model"], decoder_embed_dim=shape["d_model"],
+                        encoder_ffn_embed_dim=shape["d_ff"], decoder_ffn_embed_dim=shape["d_ff"],
+                        encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"],
+                        encoder_layers=shape["layers"], decoder_layers=shape["layers"], encoder_learned_pos=True,
+                        decoder_learned_pos=True, share_all_embeddings=True, dropout=0.1,
+                        max_source_positions=256, max_target_positions=256)
+    base_architecture(args)
+    torch.manual_seed(seed)
+    theirs = TransformerModel.build_model(args, task)
+    cfg = TransformerConfig(encoder_layers=shape["layers"], decoder_layers=shape["layers"], d_model=shape["d_model"],
+                            d_ff=shape["d_ff"], heads=shape["heads"], dropout=0.1, learned_pos=True,
+                            max_source_positions=256, max_target_positions=256)
+    ours = AttnOnlyTransformer.build_model(cfg, task)
+    ours.load_state_dict(fairseq_to_ours(theirs.state_dict(), d.pad()))
+    return theirs, ours, d
+
+
+def make_batches(d, n_batches, batch_size, seed=1):
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(n_batches):
+        lengths = torch.randint(10, 31, (batch_size,), generator=g)
+        S = int(lengths.max()) + 1
+        src = torch.full((batch_size, S), d.pad())
+        tgt = torch.full((batch_size, S), d.pad())
+        for b, n in enumerate(lengths.tolist()):
+            words = torch.randint(d.nspecial, len(d), (n,), generator=g)
+            src[b, S - n - 1:] = torch.cat([words, torch.tensor([d.eos()])])  # left-padded
+            tgt[b, : n + 1] = torch.cat([words.flip(0), torch.tensor([d.eos()])])
+        prev = torch.cat([torch.full((batch_size, 1), d.eos()), tgt[:, :-1]], dim=1)
+        prev[prev == d.eos()] = d.eos()
+        batches.append(dict(src=src, lengths=lengths + 1, prev=prev, tgt=tgt))
+    return batches
+
+
+def _peak_memory(device):
+    import torch
+    if device == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB (Linux reports KiB)
+
+
+def train_speed(which, shape, device, amp, updates, warmup, repeats, batch_size, queue):
+    """Runs in its own process: tokens/s of `which` ('ours' or 'fairseq') and peak memory."""
+    import torch
+    from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss
+    theirs, ours, d = build_pair(shape)
+    model = (ours if which == "ours" else theirs).to(device).train()
+    del theirs, ours
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    batches = [{k: v.to(device) for k, v in b.items()} for b in make_batches(d, 4, batch_size)]
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+    def step(b):
+        with torch.autocast(device_type=device, dtype=torch.float16 if device == "cuda" else torch.bfloat16,
+                            enabled=amp):
+            out, _ = model(b["src"], b["lengths"], b["prev"])
+            lprobs = torch.log_softmax(out.float(), -1)
+            loss, _ = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), b["tgt"].view(-1), 0.1, d.pad())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for i in range(warmup):
+        step(batches[i % len(batches)])
+    rates = []
+    tokens = sum(int(b["tgt"].ne(d.pad()).sum()) for b in batches)
+    for _ in range(repeats):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        for i in range(updates):
+            step(batches[i % len(batches)])
+        if device == "cuda":
+            torch.cuda.synchronize()
+        rates.append(tokens * updates / len(batches) / (time.perf_counter() - t))
+    queue.put(dict(tokens_per_s=statistics.median(rates), peak_mib=_peak_memory(device)))
+
+
+def generation(shape, device, n_sentences, batch_size):
+    """Beam-4 SequenceGenerator on the same sentences for both models (same weights)."""
+    import torch
+    from fairseq.sequence_generator import SequenceGenerator
+    theirs, ours, d = build_pair(shape)
+    result = {}
+    hyps = {}
+    batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2)
+    for name, model in (("fairseq", theirs), ("ours", ours)):
+        model = model.to(device).eval()
+        gen = SequenceGenerator([model], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
+        out_tokens, t = [], time.perf_counter()
+        with torch.no_grad():
+            for b in batches:
+                sample = {"net_input": {"src_tokens": b["src"].to(device), "src_lengths": b["lengths"].to(device)}}
+                out = gen.generate([model], sample)
+                out_tokens += [h[0]["tokens"].tolist() for h in out]
+        if device == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - t
+        hyps[name] = out_tokens
+        result[name] = dict(sentences_per_s=len(out_tokens) / seconds,
+                            tokens_per_s=sum(map(len, out_tokens)) / seconds)
+    result["identical_hypotheses"] = hyps["ours"] == hyps["fairseq"]
+    return result
+
+
+def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=32, n_gen=64):
+    shape = PRESETS[preset]
+    ctx = mp.get_context("spawn")
+    train = {}
+    for which in ("fairseq", "ours"):
+        print(f"[benchmark] training speed: {which}", file=sys.stderr)
+        q = ctx.Queue()
+        p = ctx.Process(target=train_speed, args=(which, shape, device, amp, updates, warmup, repeats, batch_size, q))
+        p.start()
+        train[which] = q.get()
+        p.join()
+    print("[benchmark] generation, beam 4", file=sys.stderr)
+    gen = generation(shape, device, n_gen, batch_size // 2)
+    return dict(preset=preset, shape=shape, device=device, amp=amp, threads=int(os.environ.get("OMP_NUM_THREADS", 0)),
+                training=train, generation=gen)
+
+
+def table(r) -> str:
+    rows = [("training tokens/s", r["training"]["ours"]["tokens_per_s"], r["training"]["fairseq"]["tokens_per_s"]),
+            ("training peak memory (MiB)", r["training"]["ours"]["peak_mib"], r["training"]["fairseq"]["peak_mib"]),
+            ("generation sentences/s", r["generation"]["ours"]["sentences_per_s"],
+             r["generation"]["fairseq"]["sentences_per_s"]),
+            ("generation tokens/s", r["generation"]["ours"]["tokens_per_s"], r["generation"]["fairseq"]["tokens_per_s"])]
+    lines = [f"preset {r['preset']} {r['shape']} on {r['device']}{' amp' if r['amp'] else ''}",
+             f"| {'measure':<28} | {'ours':>10} | {'built-in':>10} | {'ratio':>6} |", f"|{'-' * 30}|{'-' * 12}|{'-' * 12}|{'-' * 8}|"]
+    lines += [f"| {n:<28} | {a:>10.1f} | {b:>10.1f} | {a / b:>5.2f}x |" for n, a, b in rows]
+    lines.append(f"identical beam-4 hypotheses: {r['generation']['identical_hypotheses']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--amp", action="store_true", help="mixed precision (fp16 on CUDA)")
+    p.add_argument("--updates", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--generate", type=int, default=64, help="sentences to translate")
+    p.add_argument("--out", type=Path, help="write the results as JSON here")
+    a = p.parse_args(argv)
+    r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate)
+    print(table(r))
+    if a.out:
+        a.out.write_text(json.dumps(r, indent=2))
+
+
+if __name__ == "__main__":
+    main()
