@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# English constituency parsing, section 6.3 / Table 4 of Vaswani et al. (2017): 91.3 F1 on WSJ
+# section 23 with WSJ-only training (4 layers, d_model 1024, ~40K sentences, GPUs).
+#
+#   WSJ=/data/treebank_3/parsed/mrg/wsj bash examples/wsj_parsing.sh               # 02-21/22/23
+#   WSJ=../shared/data/ptb-sample SPLIT="train=1-159 valid=160-169 test=170-179" \
+#       SMALL=1 UPDATES=3000 bash examples/wsj_parsing.sh                           # CPU sample run
+#
+# Expected: 91.3 F1 (EVALB, COLLINS.prm) with the full WSJ on GPUs; see the README for the
+# sample's CPU result. SMALL=1 shrinks the model for a CPU; UPDATES bounds the training.
+set -euo pipefail
+source "$(dirname "$0")/pipeline.sh"
+WSJ="${WSJ:?set WSJ to your treebank folder with wsj_NNNN.mrg files}"
+WORK="${WORK:-$REPO/work/wsj_parsing}"
+mkdir -p "$WORK"
+say "linearizing trees (Vinyals et al. 2015)"
+# shellcheck disable=SC2086  # SPLIT is a word list on purpose
+"$PY" "$REPO/scripts/prepare_ptb.py" --treebank "$WSJ" --out "$WORK/text" ${SPLIT:+--split $SPLIT}
+if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
+  "$BIN/fairseq-preprocess" --source-lang words --target-lang tree --trainpref "$WORK/text/train" \
+      --validpref "$WORK/text/valid" --testpref "$WORK/text/test" --destdir "$WORK/data-bin" \
+      --nwordssrc 16000 `# section 6.3: 16K source vocabulary for WSJ only` \
+      --workers "$(nproc)" >"$WORK/preprocess.log" 2>&1 || { tail -5 "$WORK/preprocess.log" >&2; exit 1; }
+fi
+SHAPE=()
+if [ "${SMALL:-0}" = 1 ]; then  # a CPU-sized transformer_parse: same depth, smaller widths
+  SHAPE=(--d-model 128 --d-ff 512 --heads 4 --dropout 0.1 --attention-dropout 0.1 --max-tokens 4096
+         --warmup-updates 400 --lr-multiplier 0.5 --cpu)
+else
+  SHAPE=(--max-tokens 4096 --warmup-updates 4000 --fp16)
+fi
+say "fairseq-train --arch transformer_parse"
+"$BIN/fairseq-train" "$WORK/data-bin" --user-dir "$REPO/attn_only_plugin" \
+    --arch transformer_parse `# section 6.3: N=4, d_model=1024, dropout 0.2 (attention and residual)` \
+    --embedding-sharing decoder `# words and bracket symbols are two vocabularies` \
+    --max-source-positions 512 --max-target-positions 1536 \
+    --criterion paper_label_smoothed_ce --label-smoothing 0.1 `# section 5.4` \
+    --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 --lr-scheduler noam `# section 5.3` \
+    --max-update "${UPDATES:-100000}" --save-interval-updates "${SAVE_EVERY:-500}" --keep-interval-updates 5 \
+    --no-epoch-checkpoints --save-dir "$WORK/checkpoints" --seed 1 --log-format simple --log-interval 50 \
+    "${SHAPE[@]}" 2>&1 | tee -a "$WORK/train.log" | grep --line-buffered -E "train_inner|valid on|done training|rror"
+average "$WORK/checkpoints" 5
+say "fairseq-generate --beam 21 --lenpen 0.3, max length = input + 300 (section 6.3)"
+"$BIN/fairseq-generate" "$WORK/data-bin" --user-dir "$REPO/attn_only_plugin" \
+    --path "$WORK/checkpoints/checkpoint_avg.pt" --gen-subset test --source-lang words --target-lang tree \
+    --beam 21 --lenpen 0.3 --max-len-a 1 --max-len-b 300 --batch-size 16 \
+    $([ "${SMALL:-0}" = 1 ] && echo --cpu) >"$WORK/generate.log" 2>"$WORK/generate.err" \
+  || { tail -5 "$WORK/generate.err" >&2; exit 1; }
+"$PY" "$REPO/scripts/parse_eval.py" "$WORK/generate.log" --data "$WORK/text" --split test \
+    --out "$WORK/test.pred" | tee "$WORK/f1.txt"

@@ -1,0 +1,77 @@
+#!/usr/bin/env python
+"""EVALB in Python for Section 6.3 of Vaswani et al. (2017): ``evalb.py GOLD TEST [-p PARAM]``.
+
+Same argument order, per-sentence table and summary as evalb.c; COLLINS.prm
+rules unless ``-p`` names a parameter file. One tree per line in each file.
+Departure from evalb.c: files with different line counts, missing files and
+input evalb.c cannot read are a one-line ``error: ...`` and exit status 1
+(evalb.c prints a summary for differing line counts).
+"""
+import argparse
+import importlib.util
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+def _package_dir() -> Path:
+    """attn_only_plugin's folder: beside this script in a checkout, else the installed package
+    (find_spec of a top-level package locates it without running its __init__)."""
+    here = Path(__file__).resolve().parents[1] / "attn_only_plugin"
+    if here.is_dir():
+        return here
+    spec = importlib.util.find_spec("attn_only_plugin")
+    if spec is None:
+        sys.exit("error: attn_only_plugin is not installed; run bash scripts/install.sh")
+    return Path(spec.submodule_search_locations[0])
+
+
+EVALB_PY = _package_dir() / "parsing" / "evalb.py"
+
+
+def _load_evalb():
+    """attn_only_plugin/parsing/evalb.py, loaded by path: importing the package would
+    first register the whole fairseq plugin (seconds), which scoring does not need."""
+    name = "attn_only_plugin_evalb_standalone"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, EVALB_PY)
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+evalb = _load_evalb()
+
+
+def run_evalb(gold, test, param=None, cutoff=None, max_error=None):
+    """(report text, per-line error messages) of scoring TEST against GOLD."""
+    params = evalb.read_params(param) if param else evalb.COLLINS
+    if cutoff is not None:
+        params = replace(params, cutoff_len=cutoff)
+    if max_error is not None:
+        params = replace(params, max_error=max_error)
+    result = evalb.evaluate_lines(evalb.read_lines(gold), evalb.read_lines(test), params)
+    errors = [f"{r.line} : {message}" for r in result.sentences for message in r.errors]
+    return evalb.format_report(result), errors
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("gold")
+    parser.add_argument("test")
+    parser.add_argument("-p", dest="param", help="EVALB parameter file (default: COLLINS.prm)")
+    parser.add_argument("-c", dest="cutoff", type=int, help="cut-off length for statistics")
+    parser.add_argument("-e", dest="max_error", type=int, help="number of errors to stop at")
+    args = parser.parse_args(argv)
+    try:
+        report, errors = run_evalb(args.gold, args.test, args.param, args.cutoff, args.max_error)
+    except (OSError, evalb.EvalbError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    sys.stdout.write(report)
+    for message in errors:
+        print(message, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

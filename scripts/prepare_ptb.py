@@ -1,0 +1,70 @@
+#!/usr/bin/env python
+"""WSJ constituency parsing as translation (section 6.3 of Vaswani et al. (2017)): write
+fairseq-ready source words and linearized target trees (Vinyals et al. 2015) per split.
+
+    python scripts/prepare_ptb.py --treebank /data/treebank_3/parsed/mrg/wsj --out work/wsj      # 02-21/22/23
+    python scripts/prepare_ptb.py --treebank ../shared/data/ptb-sample --out work/wsj_sample \
+        --split train=1-159 valid=160-169 test=170-179
+
+For each split: SPLIT.words (source), SPLIT.tree (target), SPLIT.gold (normalized gold trees,
+one per line, for EVALB) and SPLIT.tags (gold POS tags). Files are written atomically.
+"""
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _write(path: Path, lines) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+    os.replace(tmp, path)
+
+
+def prepare(treebank: Path, out: Path, ranges) -> dict:
+    from attn_only_plugin.parsing.data import linearized_split, treebank_files
+    counts = {}
+    data = {}
+    for split, (first, last) in ranges.items():
+        files = treebank_files(treebank, first, last)
+        if not files:
+            raise SystemExit(f"error: no wsj_NNNN.mrg files numbered {first}-{last} under {treebank} "
+                             f"(for the {split} split)")
+        try:
+            data[split] = list(linearized_split(files))
+        except ValueError as e:  # unbalanced brackets etc.: one line naming the file
+            raise SystemExit(f"error: {e}")
+    out.mkdir(parents=True, exist_ok=True)
+    for split, rows in data.items():
+        _write(out / f"{split}.words", (" ".join(w) for w, _, _, _ in rows))
+        _write(out / f"{split}.tree", (" ".join(t) for _, t, _, _ in rows))
+        _write(out / f"{split}.gold", (g for _, _, g, _ in rows))
+        _write(out / f"{split}.tags", (" ".join(t) for _, _, _, t in rows))
+        counts[split] = len(rows)
+    return counts
+
+
+def main(argv=None) -> None:
+    from attn_only_plugin.parsing.data import STANDARD, parse_ranges
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--treebank", type=Path, required=True, help="folder with wsj_NNNN.mrg files (any depth)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--split", nargs="+", help="train=A-B valid=C-D test=E-F by WSJ file number "
+                                               "(default: sections 02-21 / 22 / 23)")
+    a = p.parse_args(argv)
+    if not a.treebank.is_dir():
+        raise SystemExit(f"error: --treebank {a.treebank} is not a folder: point it at your WSJ .mrg files")
+    try:
+        ranges = parse_ranges(a.split) if a.split else STANDARD
+    except ValueError as e:
+        raise SystemExit(f"error: {e}")
+    counts = prepare(a.treebank, a.out, ranges)
+    print("[ptb] sentences: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" -> {a.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
