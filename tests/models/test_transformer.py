@@ -1,0 +1,107 @@
+"""The model: parameter counts of Table 3, config errors, cached decoding, weight checks."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from attn_only_plugin.errors import PluginError
+from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
+from helpers import build_model, make_dictionary, random_batch
+
+
+@pytest.mark.parametrize("arch,paper_millions", [("transformer_base", 65), ("transformer_big", 213)])
+def test_parameter_counts_table3(arch, paper_millions):
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+    args = SimpleNamespace()
+    ARCH_CONFIG_REGISTRY[arch](args)  # the preset, as --arch applies it
+    joined = make_dictionary(37000 - 4)  # 37,000 types incl. fairseq's 4 specials (section 5.1)
+    task = SimpleNamespace(source_dictionary=joined, target_dictionary=joined)
+    model = AttnOnlyTransformer.build_model(TransformerConfig(**vars(args)), task)
+    n = model.num_parameters()
+    print(f"{arch}: {n / 1e6:.1f}M parameters (Table 3: {paper_millions}M)")
+    assert abs(n / 1e6 - paper_millions) / paper_millions < 0.05
+
+
+def test_parse_preset():
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+    args = SimpleNamespace()
+    ARCH_CONFIG_REGISTRY["transformer_parse"](args)
+    cfg = TransformerConfig(**vars(args))
+    assert (cfg.encoder_layers, cfg.d_model, cfg.d_ff, cfg.heads, cfg.dropout, cfg.attention_dropout) == \
+        (4, 1024, 2048, 8, 0.2, 0.2)
+
+
+def test_config_errors(dictionary):
+    with pytest.raises(PluginError, match="not divisible by h"):
+        build_model(dictionary, d_model=30, heads=4)
+    other = make_dictionary(25)
+    with pytest.raises(PluginError, match="joined dictionary"):
+        build_model(dictionary, other)
+    build_model(dictionary, other, embedding_sharing="decoder")  # allowed
+    m = build_model(dictionary, d_model=30, heads=4, d_k=8, d_v=5)  # Table 3 rows A/B: free d_k, d_v
+    assert m.encoder.layers[0].self_attn.qkv.weight.shape == (4 * (8 + 8 + 5), 30)
+
+
+def test_sharing_is_three_way(dictionary):
+    m = build_model(dictionary)
+    assert m.encoder.embed.tokens.weight is m.decoder.embed.tokens.weight is m.decoder.output_weight
+
+
+def _full_lprobs(model, src, prev):
+    enc = model.encoder(src)
+    out, _ = model.decoder(prev, encoder_out=enc)
+    return torch.log_softmax(out, -1)  # (B, T, V)
+
+
+@pytest.mark.parametrize("pre_norm,learned", [(False, False), (True, True)])
+def test_cached_decoding_equals_full(dictionary, pre_norm, learned):
+    model = build_model(dictionary, pre_norm=pre_norm, learned_pos=learned)
+    src, prev = random_batch(dictionary, B=4)
+    beam = torch.tensor([0, 0, 2, 2])  # 2 sentences x beam 2: each hypothesis starts from its sentence
+    src = src[beam]
+    full = _full_lprobs(model, src, prev)
+    enc = model.encoder(src)
+    state = {}
+    # SequenceGenerator's reorders: within a sentence's beam (step 3), then the batch shrinks
+    # to the second sentence's beam (step 5)
+    orders = {3: torch.tensor([1, 1, 3, 2]), 5: torch.tensor([2, 3])}
+    for t in range(prev.size(1)):
+        if t in orders:
+            order = orders[t]
+            enc = model.encoder.reorder_encoder_out(enc, order)
+            model.decoder.reorder_incremental_state_scripting(state, order)
+            src, prev = src[order], prev[order]
+            full = _full_lprobs(model, src, prev)
+        out, _ = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+        step = torch.log_softmax(out[:, -1], -1)
+        assert torch.allclose(step, full[:, t], atol=1e-5), f"step {t}"
+
+
+def test_weights_do_not_change_outputs(dictionary):
+    model = build_model(dictionary)
+    src, prev = random_batch(dictionary)
+    enc = model.encoder(src)
+    plain, _ = model.decoder(prev, encoder_out=enc)
+    with_w, extra = model.decoder(prev, encoder_out=model.encoder(src, need_weights=True),
+                                  need_all_weights=True, need_attn=True)
+    assert torch.allclose(plain, with_w, atol=1e-5)
+    w = model.attention_weights(src, prev)
+    assert w["encoder"].shape == (2, 3, 4, 7, 7) and w["cross"].shape == (2, 3, 4, 6, 7)
+    assert torch.allclose(w["cross"].sum(-1), torch.ones(2, 3, 4, 6), atol=1e-5)
+    assert torch.all(w["decoder"].triu(diagonal=1) == 0)  # causal
+    assert extra["attn"][0].shape == (3, 6, 7)  # alignment: last layer, mean over heads
+
+
+def test_checkpoint_of_other_shape_refused(dictionary):
+    small, wide = build_model(dictionary), build_model(dictionary, d_model=64)
+    with pytest.raises(PluginError, match="checkpoint does not fit this model"):
+        small.load_state_dict(wide.state_dict())
+    deeper = build_model(dictionary, encoder_layers=3)
+    with pytest.raises(PluginError, match="unexpected encoder.layers.2"):
+        small.load_state_dict(deeper.state_dict())
+
+
+def test_too_long_input(dictionary):
+    model = build_model(dictionary, max_source_positions=5)
+    with pytest.raises(PluginError, match="exceeds the model's maximum of 5"):
+        model.encoder(torch.full((1, 6), 5))

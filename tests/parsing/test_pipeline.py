@@ -1,0 +1,57 @@
+"""Section 6.3 end to end: treebank -> linearized data -> fairseq (transformer_parse) ->
+beam 21 -> repaired trees -> EVALB F1; and the data/scoring steps on their own."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import PTB_SAMPLE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def prepare(out, *split):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_ptb.py"), "--treebank", str(PTB_SAMPLE),
+                           "--out", str(out), "--split", *split], capture_output=True, text=True)
+
+
+def test_prepare_and_score_gold(tmp_path, ptb_files):
+    proc = prepare(tmp_path, "train=1-3", "valid=4-4", "test=5-6")
+    assert proc.returncode == 0, proc.stderr
+    words = (tmp_path / "test.words").read_text().splitlines()
+    trees = (tmp_path / "test.tree").read_text().splitlines()
+    assert len(words) == len(trees) == len((tmp_path / "test.gold").read_text().splitlines()) > 0
+    assert all(t.split().count("XX") == len(w.split()) for w, t in zip(words, trees))
+    from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
+    tags = [l.split() for l in (tmp_path / "test.tags").read_text().splitlines()]
+    gold = (tmp_path / "test.gold").read_text().splitlines()
+    result, repaired, _ = score_predictions([t.split() for t in trees], [w.split() for w in words], gold, tags)
+    assert result.all.fmeasure == 100.0 and repaired == 0  # the gold linearization scores perfectly
+    assert right_branching_baseline([w.split() for w in words], gold, tags).all.fmeasure < 60
+
+
+def test_prepare_errors_are_one_line(tmp_path, ptb_files):
+    proc = prepare(tmp_path / "a", "train=9000-9001")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: no wsj_NNNN.mrg")
+    bad = tmp_path / "bank"
+    bad.mkdir()
+    (bad / "wsj_0001.mrg").write_text("( (S (NP (DT The) (NN cat)) (VP (VBD sat)) )\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_ptb.py"), "--treebank", str(bad),
+                           "--out", str(tmp_path / "b"), "--split", "train=1-1"], capture_output=True, text=True)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and "unbalanced" in last and not (tmp_path / "b").exists()
+
+
+def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
+    env = dict(os.environ, WSJ=str(PTB_SAMPLE), SPLIT="train=1-20 valid=21-22 test=170-170", SMALL="1",
+               UPDATES="4", SAVE_EVERY="1", WORK=str(tmp_path))
+    proc = subprocess.run(["bash", str(ROOT / "examples" / "wsj_parsing.sh")], capture_output=True, text=True,
+                          env=env, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = (tmp_path / "f1.txt").read_text()
+    assert "EVALB (COLLINS.prm) on test, 8 sentences" in report and "right-branching baseline: F1" in report
+    assert "--beam 21" in proc.stderr or "beam 21" in proc.stderr
+    assert len((tmp_path / "test.pred").read_text().splitlines()) == 8  # every sentence gets a tree

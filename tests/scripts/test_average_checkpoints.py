@@ -1,0 +1,218 @@
+"""scripts/average_checkpoints.py: section 6.1 of Vaswani et al. (2017) averages the last 5 (base)
+or 20 (big) checkpoints. Exact means, last-N selection, refusals, atomic output, streaming, and a
+real fairseq-train -> average -> fairseq-generate run."""
+import gc
+import os
+import random
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = str(ROOT / "attn_only_plugin")
+BIN = Path(sys.executable).parent
+
+
+def fake_checkpoint(path, scale, shape=(2, 3), extra=None):
+    """A fairseq-format checkpoint whose tensors hold known values; embed/out are one tensor (tied)."""
+    emb = torch.arange(float(shape[0] * shape[1])).reshape(shape) * scale
+    model = {"embed.weight": emb, "out.weight": emb, "bias": torch.tensor([scale, -2.0 * scale], dtype=torch.float64),
+             "half": torch.tensor([scale], dtype=torch.float16), "steps": torch.tensor([int(scale)])}
+    model.update(extra or {})
+    torch.save({"model": model, "cfg": {"model": {"_name": "attn_only_transformer"}, "tag": str(path)},
+                "optimizer_history": [{"num_updates": int(scale)}], "extra_state": {"epoch": 1},
+                "last_optimizer_state": {"state": {0: {"exp_avg": torch.ones(3)}}}}, path)
+
+
+def test_exact_mean_tied_weights_and_metadata(tmp_path, cli):
+    for u, scale in [(10, 1.0), (20, 2.0), (30, 6.0), (40, 100.0)]:
+        fake_checkpoint(tmp_path / f"checkpoint_1_{u}.pt", scale)
+    proc = cli("average_checkpoints", "--inputs", tmp_path, "--num-update-checkpoints", 3,
+               "--checkpoint-upper-bound", 30, "--output", tmp_path / "avg.pt")
+    assert proc.returncode == 0, proc.stderr
+    assert "checkpoint_1_10.pt" in proc.stderr and "3/3" in proc.stderr and not proc.stdout  # progress on stderr
+    avg = torch.load(tmp_path / "avg.pt", weights_only=True)
+    m = avg["model"]
+    assert torch.equal(m["embed.weight"], torch.arange(6.0).reshape(2, 3) * 3.0)  # (1 + 2 + 6) / 3
+    assert torch.equal(m["bias"], torch.tensor([3.0, -6.0], dtype=torch.float64))
+    assert m["half"].dtype == torch.float16 and m["half"].item() == 3.0
+    assert torch.equal(m["steps"], torch.tensor([1]))  # integers: the first checkpoint's
+    assert m["out.weight"].untyped_storage().data_ptr() == m["embed.weight"].untyped_storage().data_ptr()
+    assert avg["cfg"]["tag"] == str(tmp_path / "checkpoint_1_10.pt") and avg["optimizer_history"][0]["num_updates"] == 1
+    assert avg["last_optimizer_state"] is None and avg["extra_state"] == {"epoch": 1}
+    assert sorted(os.listdir(tmp_path)) == ["avg.pt"] + [f"checkpoint_1_{u}.pt" for u in (10, 20, 30, 40)]
+
+
+def test_last_n_by_update_and_epoch(tmp_path, script):
+    mod = script("average_checkpoints")
+    for name in ["checkpoint1.pt", "checkpoint2.pt", "checkpoint3.pt", "checkpoint10.pt", "checkpoint_last.pt",
+                 "checkpoint_best.pt", "checkpoint_1_5.pt", "checkpoint_1_100.pt", "checkpoint_2_1000.pt",
+                 "checkpoint_3_20.pt", "checkpoint.best_loss_1.2.pt"]:
+        (tmp_path / name).write_bytes(b"")
+    names = lambda paths: [p.name for p in paths]  # noqa: E731
+    assert names(mod.last_n_checkpoints(tmp_path, 2, by_update=False)) == ["checkpoint3.pt", "checkpoint10.pt"]
+    assert names(mod.last_n_checkpoints(tmp_path, 2, False, upper_bound=3)) == ["checkpoint2.pt", "checkpoint3.pt"]
+    assert names(mod.last_n_checkpoints(tmp_path, 3, by_update=True)) == \
+        ["checkpoint_3_20.pt", "checkpoint_1_100.pt", "checkpoint_2_1000.pt"]
+    assert names(mod.last_n_checkpoints(tmp_path, 2, True, upper_bound=999)) == ["checkpoint_3_20.pt", "checkpoint_1_100.pt"]
+    with pytest.raises(mod.PluginError, match=r"has 4 named checkpoint_<epoch>_<update>.pt"):
+        mod.last_n_checkpoints(tmp_path, 5, by_update=True)
+
+
+def test_streams_one_checkpoint_at_a_time(tmp_path, script, monkeypatch):
+    mod = script("average_checkpoints")
+    paths = [tmp_path / f"c{i}.pt" for i in range(5)]
+    for i, p in enumerate(paths):
+        fake_checkpoint(p, i + 1.0)
+    loaded, real_load = [], mod.load_checkpoint
+
+    def tracking_load(path):
+        gc.collect()
+        alive = [i for i, ref in enumerate(loaded[1:], start=1) if ref() is not None]
+        assert not alive, f"checkpoints {alive} still in memory while loading {path}"
+        state = real_load(path)
+        loaded.append(weakref.ref(state["model"]["bias"]))
+        return state
+    monkeypatch.setattr(mod, "load_checkpoint", tracking_load)
+    avg = mod.average_checkpoints(paths)
+    assert len(loaded) == 5 and avg["model"]["half"].item() == 3.0  # mean of 1..5
+
+
+def _refusal_case(tmp_path, case):
+    fake_checkpoint(tmp_path / "a.pt", 1.0)
+    pair = ["--inputs", tmp_path / "a.pt", tmp_path / "b.pt"]
+    if case == "shape":
+        fake_checkpoint(tmp_path / "b.pt", 2.0, shape=(3, 3))
+        return pair, f"{tmp_path / 'b.pt'} does not match {tmp_path / 'a.pt'}: embed.weight has shape (3, 3)"
+    if case == "keys":
+        fake_checkpoint(tmp_path / "b.pt", 2.0, extra={"decoder.layers.9.weight": torch.ones(1)})
+        return pair, f"parameter decoder.layers.9.weight is only in {tmp_path / 'b.pt'}"
+    if case == "missing_key":
+        torch.save({"model": {"bias": torch.ones(2)}}, tmp_path / "b.pt")
+        return pair, f"{tmp_path / 'b.pt'} does not match {tmp_path / 'a.pt'}: parameter embed.weight is only in"
+    if case == "none":
+        (tmp_path / "a.pt").rename(tmp_path / "checkpoint_last.pt")
+        return ["--inputs", tmp_path, "--num-update-checkpoints", 5], "has 0 named checkpoint_<epoch>_<update>.pt"
+    if case == "zero":
+        return ["--inputs", tmp_path, "--num-epoch-checkpoints", 0], "must be >= 1, not 0"
+    if case == "folder":
+        return ["--inputs", tmp_path], "is a folder: add --num-update-checkpoints N"
+    if case == "unsafe":  # a pickle that would run code: the safe loader refuses it
+        torch.save({"model": {"x": torch.ones(1)}, "evil": Path("x")}, tmp_path / "b.pt")
+        return pair, f"refused to load untrusted checkpoint {tmp_path / 'b.pt'}: it holds pathlib"
+    (tmp_path / "b.pt").write_bytes((tmp_path / "a.pt").read_bytes()[:100])  # truncated
+    return pair, f"cannot read checkpoint {tmp_path / 'b.pt'}: it is corrupt or truncated"
+
+
+@pytest.mark.parametrize("case", ["shape", "keys", "missing_key", "none", "zero", "folder", "unsafe", "truncated"])
+def test_refusals_are_one_line_and_leave_output_alone(tmp_path, cli, case):
+    args, expect = _refusal_case(tmp_path, case)
+    out = tmp_path / "out" / "avg.pt"
+    out.parent.mkdir()
+    out.write_text("previous result")
+    proc = cli("average_checkpoints", *args, "--output", out)
+    errors = [line for line in proc.stderr.splitlines() if not line.startswith("[average]")]
+    assert proc.returncode == 1 and len(errors) == 1, proc.stderr  # progress lines, then one error line
+    assert errors[0].startswith("error: ") and expect in errors[0], errors[0]
+    assert out.read_text() == "previous result" and os.listdir(out.parent) == ["avg.pt"]
+
+
+def test_no_checkpoints_in_library(script):
+    mod = script("average_checkpoints")
+    with pytest.raises(mod.PluginError, match="no checkpoints to average"):
+        mod.average_checkpoints([])
+
+
+def test_atomic_write(tmp_path, script, monkeypatch):
+    mod = script("average_checkpoints")
+    out = tmp_path / "avg.pt"
+    out.write_text("previous result")
+
+    def dies_halfway(obj, f):
+        f.write(b"partial")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(mod.torch, "save", dies_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        mod.save_atomic({"model": {}}, out)
+    assert out.read_text() == "previous result" and os.listdir(tmp_path) == ["avg.pt"]
+    monkeypatch.undo()
+    mod.save_atomic({"model": {"w": torch.ones(2)}}, out)
+    assert torch.equal(torch.load(out, weights_only=True)["model"]["w"], torch.ones(2))
+    assert os.listdir(tmp_path) == ["avg.pt"] and (out.stat().st_mode & 0o777) == 0o666 & ~_umask()
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _tool(name, *args):
+    proc = subprocess.run([str(BIN / name), *map(str, args)], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore"), timeout=600)
+    assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Digit-string reversal, 30 updates of a d_model 32 model, interval checkpoints every 10 updates
+    (an epoch is ~27 updates: fairseq writes no checkpoint_E_U.pt when an interval ends an epoch)."""
+    root = tmp_path_factory.mktemp("avg_e2e")
+    rng = random.Random(0)
+    for split, n in [("train", 8000), ("valid", 50), ("test", 20)]:
+        rows = [[str(rng.randint(0, 9)) for _ in range(rng.randint(3, 8))] for _ in range(n)]
+        (root / f"{split}.src").write_text("".join(" ".join(r) + "\n" for r in rows))
+        (root / f"{split}.tgt").write_text("".join(" ".join(reversed(r)) + "\n" for r in rows))
+    _tool("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", root / "train",
+          "--validpref", root / "valid", "--testpref", root / "test", "--destdir", root / "bin",
+          "--joined-dictionary", "--workers", 1)
+    _tool("fairseq-train", root / "bin", "--user-dir", PLUGIN, "--arch", "transformer_base", "--encoder-layers", 2,
+          "--decoder-layers", 2, "--d-model", 32, "--d-ff", 64, "--heads", 4, "--criterion", "paper_label_smoothed_ce",
+          "--lr-scheduler", "noam", "--warmup-updates", 50, "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)",
+          "--adam-eps", "1e-9", "--max-tokens", 2000, "--max-update", 30, "--save-dir", root / "ckpt", "--cpu",
+          "--save-interval-updates", 10, "--keep-interval-updates", 5, "--seed", 1, "--log-format", "simple")
+    return root
+
+
+def interval_checkpoints(folder):
+    return sorted(folder.glob("checkpoint_*_*.pt"), key=lambda p: int(p.stem.split("_")[-1]))
+
+
+def test_real_checkpoints_average_and_generate(trained, cli):
+    ckpt = trained / "ckpt"
+    lasts = interval_checkpoints(ckpt)
+    assert [int(p.stem.split("_")[-1]) for p in lasts] == [10, 20, 30], os.listdir(ckpt)
+    proc = cli("average_checkpoints", "--inputs", ckpt, "--num-update-checkpoints", 3, "--output", trained / "averaged.pt")
+    assert proc.returncode == 0, proc.stderr
+    assert all(f"{i}/3 {p}" in proc.stderr for i, p in enumerate(lasts, start=1)), proc.stderr
+    models = [torch.load(p, weights_only=True)["model"] for p in lasts]
+    avg = torch.load(trained / "averaged.pt", weights_only=True)
+    for name, tensor in avg["model"].items():
+        if tensor.is_floating_point():
+            expected = sum(m[name].double() for m in models) / 3
+            assert torch.allclose(tensor.double(), expected, rtol=1e-6, atol=1e-7), name
+    shared = {}
+    for name, tensor in models[0].items():
+        shared.setdefault(tensor.untyped_storage().data_ptr(), []).append(name)
+    for names in (n for n in shared.values() if len(n) > 1):  # tied embeddings stay tied
+        assert len({avg["model"][n].untyped_storage().data_ptr() for n in names}) == 1, names
+    gen = _tool("fairseq-generate", trained / "bin", "--user-dir", PLUGIN, "--path", trained / "averaged.pt",
+                "--beam", 4, "--batch-size", 20, "--cpu", "--max-len-a", 1, "--max-len-b", 20)
+    assert sum(line.startswith("H-") for line in gen.stdout.splitlines()) == 20
+
+
+def test_real_averaged_checkpoint_loads_in_python(trained, cli):
+    from fairseq import checkpoint_utils
+    import attn_only_plugin  # noqa: F401
+    out = trained / "explicit.pt"
+    proc = cli("average_checkpoints", "--inputs", *interval_checkpoints(trained / "ckpt")[-2:], "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    models, cfg = checkpoint_utils.load_model_ensemble([str(out)], arg_overrides={"data": str(trained / "bin")})
+    assert len(models) == 1 and cfg.model.d_model == 32
+    epoch_last = torch.load(trained / "ckpt" / "checkpoint_last.pt", weights_only=True)["model"]
+    assert set(models[0].state_dict()) == set(epoch_last)

@@ -1,0 +1,62 @@
+"""scripts/convert_checkpoint.py: fairseq's transformer <-> ours, same hypotheses both ways."""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from test_end_to_end import PLUGIN, preprocess, run, write_reversal  # noqa: E402
+
+BUILTIN = ["--arch", "transformer", "--encoder-layers", 2, "--decoder-layers", 2, "--encoder-embed-dim", 32,
+           "--decoder-embed-dim", 32, "--encoder-ffn-embed-dim", 64, "--decoder-ffn-embed-dim", 64,
+           "--encoder-attention-heads", 4, "--decoder-attention-heads", 4, "--share-all-embeddings",
+           "--criterion", "label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "1e-3",
+           "--max-tokens", 2000, "--cpu", "--seed", 1, "--no-epoch-checkpoints"]
+
+
+def hypotheses(data, path):
+    # --user-dir also lets torch's safe loader read fairseq's own checkpoint (argparse.Namespace)
+    out = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", path, "--beam", 4,
+              "--lenpen", 0.6, "--batch-size", 50, "--cpu").stdout
+    hyps = {}
+    for line in out.splitlines():
+        if line.startswith("H-"):
+            sid, score, text = line.split("\t")
+            hyps[int(sid[2:])] = (text, float(score))
+    return hyps
+
+
+def same(a, b):
+    """Identical hypotheses; scores equal up to float rounding (fused vs unfused kernels)."""
+    return a.keys() == b.keys() and all(a[k][0] == b[k][0] and abs(a[k][1] - b[k][1]) < 1e-4 for k in a)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("convert")
+    write_reversal(root, 500)
+    preprocess(root, root / "bin")
+    return root
+
+
+def test_round_trip_same_hypotheses(data, tmp_path, cli):
+    run("fairseq-train", data / "bin", *BUILTIN, "--encoder-learned-pos", "--decoder-learned-pos",
+        "--max-update", 20, "--save-dir", tmp_path)
+    original = hypotheses(data, tmp_path / "checkpoint_last.pt")
+    assert len(original) == 100
+    proc = cli("convert_checkpoint", "--to", "ours", tmp_path / "checkpoint_last.pt", tmp_path / "ours.pt")
+    assert proc.returncode == 0, proc.stderr
+    assert same(hypotheses(data, tmp_path / "ours.pt"), original)
+    proc = cli("convert_checkpoint", "--to", "fairseq", tmp_path / "ours.pt", tmp_path / "back.pt")
+    assert proc.returncode == 0, proc.stderr
+    assert same(hypotheses(data, tmp_path / "back.pt"), original)
+
+
+def test_sinusoidal_fairseq_model_is_refused(data, tmp_path, cli):
+    run("fairseq-train", data / "bin", *BUILTIN, "--max-update", 1, "--save-dir", tmp_path)
+    proc = cli("convert_checkpoint", "--to", "ours", tmp_path / "checkpoint_last.pt", tmp_path / "x.pt")
+    assert proc.returncode == 1 and not (tmp_path / "x.pt").exists()
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and "sinusoidal" in last
+    proc = cli("convert_checkpoint", "--to", "fairseq", tmp_path / "checkpoint_last.pt", tmp_path / "x.pt")
+    assert proc.returncode == 1 and "not attn_only_transformer" in proc.stderr

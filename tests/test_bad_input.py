@@ -1,0 +1,377 @@
+"""Bad input, issue 7: every case ends with one line `error: <problem>: <what to do>`, a non-zero
+exit (or a PluginError in the Python API), no partial output file, and nothing saved before
+overwritten. One module-scoped tiny model (d_model 32, 2 + 2 layers, 3 updates, learned positions
+so that it also converts to fairseq's transformer) and its data-bin serve every case.
+
+Cases covered elsewhere (README "Troubleshooting" names them): d_model not divisible by h and an
+unknown --arch (test_end_to_end.py::test_bad_input_one_line_errors), an input longer than the
+positions at fairseq-generate (test_end_to_end.py::test_input_longer_than_positions), averaging zero
+checkpoints or checkpoints of different shapes/names and a truncated one
+(scripts/test_average_checkpoints.py::test_refusals_are_one_line_and_leave_output_alone), a
+treebank with unbalanced brackets (parsing/test_ptb.py, parsing/test_pipeline.py), a checkpoint
+whose pickle would run code (test_untrusted_checkpoints.py)."""
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from test_end_to_end import PLUGIN, ROOT, TINY, preprocess, run, train, write_reversal
+
+import attn_only_plugin
+from attn_only_plugin.errors import PluginError
+
+ARCH = ["--arch", "transformer_base", *TINY, "--learned-pos", "--warmup-updates", 10]
+
+
+def one_line_error(proc, *expected):
+    """Non-zero exit, no traceback, and the last line of stderr is `error: ...` containing `expected`."""
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and all(e in last for e in expected), last
+    return last
+
+
+def snapshot(folder: Path) -> dict:
+    """name -> sha256 of every file under folder (empty if it does not exist)."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(f"bad_input_{name}", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread here and in the CLIs: these cases check error paths, and a tiny model's
+    ops cost milliseconds each when torch's threads compete with another job for the cores."""
+    saved_env, saved_threads = os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved_threads)
+    if saved_env is None:
+        del os.environ["OMP_NUM_THREADS"]
+    else:
+        os.environ["OMP_NUM_THREADS"] = saved_env
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """root/bin: digit-reversal data-bin; root/ckpt: a model trained for 3 updates (one epoch)."""
+    root = tmp_path_factory.mktemp("bad_input")
+    write_reversal(root, 300)
+    preprocess(root, root / "bin")
+    train(root / "bin", root / "ckpt", *ARCH, max_update=3)
+    return root
+
+
+@pytest.fixture(scope="module")
+def checkpoint(setup):
+    return setup / "ckpt" / "checkpoint_last.pt"
+
+
+def generate(setup, path, *extra, data=None):
+    return run("fairseq-generate", data or setup / "bin", "--user-dir", PLUGIN, "--path", path, "--cpu",
+               "--beam", 2, "--batch-size", 50, "--max-len-a", 0, "--max-len-b", 5, *extra, ok=False)
+
+
+def interactive(setup, checkpoint, stdin, *extra):
+    return run("fairseq-interactive", setup / "bin", "--user-dir", PLUGIN, "--path", checkpoint, "--cpu",
+               "--beam", 2, "--max-len-a", 0, "--max-len-b", 5, *extra, stdin=stdin, ok=False)
+
+
+# 1. missing or empty data directory -----------------------------------------------------------
+
+def test_missing_or_empty_data_directory(setup, checkpoint, tmp_path):
+    proc = train(tmp_path / "nowhere", tmp_path / "save", *ARCH, ok=False)
+    one_line_error(proc, f"data directory {tmp_path / 'nowhere'} does not exist", "fairseq-preprocess")
+    assert snapshot(tmp_path / "save") == {}
+    (tmp_path / "empty").mkdir()
+    proc = generate(setup, checkpoint, data=tmp_path / "empty")
+    one_line_error(proc, "holds no fairseq-preprocess output (no dict.*.txt)", "run fairseq-preprocess")
+    assert not proc.stdout.count("H-")
+
+
+def test_data_directory_checks_in_process(setup, tmp_path):
+    from attn_only_plugin.input_checks import check_data_dir
+    dicts_only = tmp_path / "deploy"
+    dicts_only.mkdir()
+    for name in ("dict.src.txt", "dict.tgt.txt"):
+        shutil.copy(setup / "bin" / name, dicts_only)
+    with pytest.raises(PluginError, match="cannot tell the language pair .* pass --source-lang and --target-lang"):
+        check_data_dir(str(dicts_only))
+    check_data_dir(str(dicts_only), "src", "tgt")  # fine with the pair named
+    with pytest.raises(PluginError, match=r"no dict\.de\.txt in .*\(it has dict\.src\.txt, dict\.tgt\.txt\): "
+                                          "check --source-lang"):
+        check_data_dir(str(dicts_only), "de", "tgt")
+    with pytest.raises(PluginError, match="data directory .* does not exist"):
+        attn_only_plugin.load(setup / "ckpt", data=tmp_path / "nowhere")
+    with pytest.raises(PluginError, match="no dict"):  # data defaults to the checkpoint folder
+        attn_only_plugin.load(setup / "ckpt")
+
+
+def test_missing_checkpoint_and_split_name_the_fix(setup, checkpoint, tmp_path):
+    one_line_error(generate(setup, tmp_path / "nope.pt"), f"Model file not found: {tmp_path / 'nope.pt'}",
+                   "give --path a checkpoint that exists")
+    from attn_only_plugin.errors import _find_plugin_error  # fairseq's message for a missing split
+    err, fix = _find_plugin_error(FileNotFoundError(f"Dataset not found: test7 ({setup / 'bin'})"))
+    assert err is not None and "--gen-subset" in fix
+
+
+# 2. dictionaries that do not match the checkpoint ----------------------------------------------
+
+def test_dictionaries_do_not_match_checkpoint(setup, checkpoint, tmp_path):
+    other = tmp_path / "bin"
+    shutil.copytree(setup / "bin", other)
+    for name in ("dict.src.txt", "dict.tgt.txt"):  # 20 more entries: a dictionary of another corpus
+        with open(other / name, "a") as f:
+            f.writelines(f"extra{i} 1\n" for i in range(20))
+    expected = "the source dictionary does not match the checkpoint"
+    one_line_error(generate(setup, checkpoint, data=other), expected, "use the data directory (dict.*.txt)")
+    with pytest.raises(PluginError, match=expected):
+        attn_only_plugin.load(setup / "ckpt", data=other)
+
+
+# 3. a checkpoint of another architecture ------------------------------------------------------
+
+def _fairseq_layout(checkpoint, out):
+    """Our checkpoint with fairseq `transformer` weights (and our config): another architecture."""
+    from attn_only_plugin.convert import ours_to_fairseq
+    state = torch.load(checkpoint, weights_only=True)
+    state["model"] = ours_to_fairseq(state["model"], 1, 8, 8, 4)
+    torch.save(state, out)
+    return out
+
+
+def test_checkpoint_of_another_architecture(setup, checkpoint, tmp_path, capsys):
+    other = _fairseq_layout(checkpoint, tmp_path / "other.pt")
+    one_line_error(generate(setup, other), "checkpoint does not fit this model: missing encoder.embed.tokens.weight",
+                   "another architecture? Use its own --arch")
+    # averaging it with ours: refused, the output path left alone
+    out = tmp_path / "avg.pt"
+    assert load_script("average_checkpoints").main(["--inputs", str(checkpoint), str(other), "--output", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"error: {other} does not match {checkpoint}: parameter") and "different architecture" in err
+    assert not out.exists()
+    # converting ours as if it were fairseq's, and fairseq's as if it were ours
+    convert = load_script("convert_checkpoint")
+    with pytest.raises(SystemExit, match="model is 'attn_only_transformer', not fairseq's transformer: --to ours "
+                                         "converts fairseq transformer checkpoints"):
+        convert.main(["--to", "ours", str(checkpoint), str(out)])
+    assert convert.main(["--to", "fairseq", str(checkpoint), str(tmp_path / "fs.pt")]) is None
+    with pytest.raises(SystemExit, match="not attn_only_transformer: --to fairseq converts our checkpoints"):
+        convert.main(["--to", "fairseq", str(tmp_path / "fs.pt"), str(out)])
+    assert not out.exists() and sorted(os.listdir(tmp_path)) == ["fs.pt", "other.pt"]
+
+
+# 4. truncated or corrupt checkpoint -----------------------------------------------------------
+
+def test_truncated_or_corrupt_checkpoint(setup, checkpoint, tmp_path):
+    (tmp_path / "cut").mkdir()
+    truncated = tmp_path / "cut" / "checkpoint_last.pt"
+    truncated.write_bytes(checkpoint.read_bytes()[:5000])
+    one_line_error(generate(setup, truncated), f"cannot read checkpoint {truncated}: it is corrupt or truncated "
+                   "(its zip archive is incomplete)", "copy it again")
+    with pytest.raises(PluginError, match="corrupt or truncated"):
+        attn_only_plugin.load(tmp_path / "cut", data=setup / "bin")
+    garbage = tmp_path / "cut" / "garbage.pt"
+    garbage.write_text("not a checkpoint\n")
+    with pytest.raises(PluginError, match=r"corrupt or truncated \(not a valid pickle"):
+        attn_only_plugin.load(tmp_path / "cut", checkpoint_file="garbage.pt", data=setup / "bin")
+    with pytest.raises(SystemExit, match="it is corrupt or truncated"):
+        load_script("convert_checkpoint").main(["--to", "fairseq", str(truncated), str(tmp_path / "x.pt")])
+    assert not (tmp_path / "x.pt").exists()
+
+
+# 6. longer than the positions table: the Python API (the CLIs: test_end_to_end.py) ----------------
+
+def test_python_api_sentence_longer_than_positions(setup):
+    mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin")
+    with pytest.raises(PluginError, match="sentence 1 is 1101 tokens long .*more than the model's 1024 source "
+                                          "positions: split or shorten it"):
+        mt.translate(["1 2", " ".join(["3"] * 1100)])
+
+
+# 7. empty and whitespace-only input; 8. text that is not UTF-8 -------------------------------------
+
+def test_interactive_empty_line(setup, checkpoint):
+    proc = interactive(setup, checkpoint, "1 2 3\n   \n4 5\n")
+    one_line_error(proc, "input line 2 is empty or whitespace only", "remove empty lines")
+    # streaming: the lines before the bad one were translated and printed, none after it
+    assert [line.split("\t")[0] for line in proc.stdout.splitlines() if line.startswith("H-")] == ["H-0"]
+
+
+def test_interactive_not_utf8(setup, checkpoint, tmp_path):
+    (tmp_path / "in.txt").write_bytes(b"1 2\n3 \xe9 4\n")
+    proc = interactive(setup, checkpoint, None, "--input", tmp_path / "in.txt")
+    one_line_error(proc, "input line 2 is not UTF-8 text (byte 0xe9 at byte 2)", "iconv")
+
+
+def test_interactive_reader_in_process(tmp_path):
+    from attn_only_plugin.input_checks import read_input_lines
+    (tmp_path / "ok.txt").write_text("a b\n  c  \n")
+    assert list(read_input_lines(str(tmp_path / "ok.txt"), 1)) == [["a b"], ["c"]]
+    (tmp_path / "empty.txt").write_text("a\n\n")
+    with pytest.raises(PluginError, match="input line 2 is empty"):
+        list(read_input_lines(str(tmp_path / "empty.txt"), 10))
+
+
+def test_python_api_empty_bytes_and_not_unicode(setup):
+    mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin")
+    for bad, message in [("", "sentence 0 is empty or whitespace only: remove it"),
+                         ("   ", "sentence 0 is empty or whitespace only"),
+                         (["1 2", "\t"], "sentence 1 is empty or whitespace only"),
+                         (b"1 2", "sentences is bytes, not str: decode it first"),
+                         (["1 2", b"3"], "sentence 1 is bytes, not str"),
+                         (["1 2", None], "sentence 1 is NoneType, not str"),
+                         (b"1 \xe9".decode("utf-8", "surrogateescape"), "sentence 0 is not valid Unicode text")]:
+        with pytest.raises(PluginError, match=message):
+            mt.translate(bad)
+    with pytest.raises(PluginError, match="the sentence is empty"):
+        mt.attention("  ")
+    assert isinstance(mt.translate("1 2 3"), str)  # the control
+
+
+def test_prepare_scripts_refuse_non_utf8(tmp_path):
+    data = tmp_path / "raw"
+    data.mkdir()
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            (data / f"{split}.{lang}").write_text("ein Satz\n" * 5, encoding="utf-8")
+    (data / "valid.de").write_bytes(b"ein Satz\nGr\xfc\xdfe\n")  # latin-1
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "spm_prepare.py"), "--data", str(data),
+                           "--vocab-size", "100", "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [
+        f"error: {data / 'valid.de'} line 2 is not UTF-8 text (byte 0xfc at byte 2): convert the corpus to UTF-8 "
+        "first, e.g. iconv -f latin1 -t utf-8"]
+    assert not (tmp_path / "out").exists()
+    from attn_only_plugin.parsing.ptb import read_trees
+    (tmp_path / "wsj_0001.mrg").write_bytes(b"( (S (NN a)) )\n( (S (NN caf\xe9)) )\n")
+    with pytest.raises(ValueError, match=r"wsj_0001.mrg: line 2: not UTF-8 text \(byte 0xe9\): convert"):
+        read_trees(tmp_path / "wsj_0001.mrg")
+    with pytest.raises(SystemExit, match="not UTF-8 text .*convert it to UTF-8"):
+        load_script("sacrebleu_detok").read_lines(data / "valid.de")
+
+
+# 9. sentencepiece model missing or not matching the dictionary ----------------------------------
+
+@pytest.fixture(scope="module")
+def spm_models(setup):
+    """A sentencepiece model of digits (fits the digit dictionary) and one of words (does not)."""
+    import sentencepiece as spm
+    out = setup / "spm"
+    out.mkdir()
+    texts = {"digits": "3 1 4 1 5 9 2 6 5 3 5 8 9 7 9 3 2 3 8 4 6 2 6 4 3 3 8 3 2 7 9 5 0 2 8 8\n" * 20,
+             "words": "alpha beta gamma delta epsilon zeta theta kappa lambda\n" * 20}
+    for name, text in texts.items():
+        (out / f"{name}.txt").write_text(text)
+        spm.SentencePieceTrainer.train(input=str(out / f"{name}.txt"), model_prefix=str(out / name), vocab_size=20,
+                                       model_type="bpe", bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0, minloglevel=2)
+    return out
+
+
+def test_sentencepiece_model_missing_or_not_matching(setup, checkpoint, spm_models, tmp_path):
+    words = spm_models / "words.model"
+    proc = interactive(setup, checkpoint, "1 2\n", "--bpe", "sentencepiece", "--sentencepiece-model", words)
+    one_line_error(proc, f"sentencepiece model {words} does not match the source dictionary: 10 of the "
+                   "dictionary's 10 entries", "give the spm.model that prepared this data")
+    assert "H-" not in proc.stdout
+    with pytest.raises(PluginError, match="does not match the source dictionary in"):
+        attn_only_plugin.load(setup / "ckpt", data=setup / "bin", spm_model=words)
+    with pytest.raises(PluginError, match="no sentencepiece model at"):
+        attn_only_plugin.load(setup / "ckpt", data=setup / "bin", spm_model=tmp_path / "nope.model")
+    from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE  # --sentencepiece-model in the CLIs
+    with pytest.raises(PluginError, match="no sentencepiece model at .*give --sentencepiece-model the spm.model"):
+        SentencepieceBPE(SimpleNamespace(sentencepiece_model=str(tmp_path / "nope.model"),
+                                         sentencepiece_enable_sampling=False, sentencepiece_alpha=None))
+    mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin", spm_model=spm_models / "digits.model")
+    assert isinstance(mt.translate("1 2 3"), str)  # the control: a model whose pieces cover the dictionary
+
+
+# 11. warm-up <= 0, 12. label smoothing outside [0, 1) --------------------------------------------
+
+def test_warmup_not_positive_leaves_checkpoints_alone(setup, tmp_path):
+    save = tmp_path / "ckpt"
+    shutil.copytree(setup / "ckpt", save)
+    before = snapshot(save)
+    one_line_error(train(setup / "bin", save, *ARCH, "--warmup-updates", -5, max_update=6, ok=False),
+                   "--warmup-updates must be > 0, got -5")
+    assert snapshot(save) == before
+
+
+def test_label_smoothing_and_warmup_ranges_in_process():
+    from attn_only_plugin.criterions.label_smoothed_ce import LabelSmoothedCrossEntropy
+    from attn_only_plugin.lr_scheduler.noam import NoamSchedule
+    from helpers import make_dictionary
+    task = SimpleNamespace(target_dictionary=make_dictionary())
+    for eps in (1.0, -0.1, 1.5):
+        with pytest.raises(PluginError, match=r"--label-smoothing must be in \[0, 1\), got"):
+            LabelSmoothedCrossEntropy(task, label_smoothing=eps)
+    LabelSmoothedCrossEntropy(task, label_smoothing=0.0)
+    for warmup in (0, -4000):
+        with pytest.raises(PluginError, match=f"--warmup-updates must be > 0, got {warmup}"):
+            NoamSchedule(SimpleNamespace(warmup_updates=warmup, lr_multiplier=1.0, d_model=32), optimizer=None)
+
+
+# 13. NaN/inf loss -------------------------------------------------------------------------------
+
+def test_nan_loss_stops_naming_the_update(setup, tmp_path):
+    """A learning rate of ~1e29 sends the weights to inf on the first resumed update and the loss
+    to NaN on the next: fairseq raises FloatingPointError; we name the update and leave the
+    checkpoints as they were (fairseq itself writes crash.pt)."""
+    save = tmp_path / "ckpt"
+    shutil.copytree(setup / "ckpt", save)
+    before = snapshot(save)
+    proc = train(setup / "bin", save, *ARCH, "--lr-multiplier", "1e30", max_update=10, ok=False)
+    last = one_line_error(proc, "the loss or gradients are NaN/inf", "lower the learning rate")
+    update = int(last.split("training stopped at update ")[1].split(":")[0])
+    assert 4 <= update <= 10, last
+    after = snapshot(save)
+    assert {k: v for k, v in after.items() if k != "crash.pt"} == before
+
+
+def test_fp16_minimum_loss_scale_names_the_update():
+    """fp16 overflow is skipped by fairseq's loss scaler; only when the scale falls below
+    --min-loss-scale does it raise FloatingPointError (GPU only: checked here on a stand-in trainer)."""
+    from attn_only_plugin.input_checks import _checked_train_step
+
+    def exploding(self, samples):
+        raise FloatingPointError("Minimum loss scale reached (0.0001). Your loss is probably exploding. Try "
+                                 "lowering the learning rate, using gradient clipping or increasing the batch size.")
+    trainer = SimpleNamespace(get_num_updates=lambda: 41, cfg=SimpleNamespace())
+    with pytest.raises(PluginError, match=r"training stopped at update 42: Minimum loss scale reached \(0.0001\). "
+                                          "Your loss is probably exploding. Try lowering the learning rate"):
+        _checked_train_step(exploding)(trainer, [])
+    with pytest.raises(KeyError):  # anything else passes through untouched
+        _checked_train_step(lambda self, samples: {}["x"])(trainer, [])
+
+
+# 15+. other natural mistakes ---------------------------------------------------------------------
+
+def test_unknown_embedding_sharing_value(setup, tmp_path):
+    proc = train(setup / "bin", tmp_path / "save", *ARCH, "--embedding-sharing", "both", ok=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "argument --embedding-sharing: invalid choice: 'both' (choose from 'all', 'decoder', 'none')" in \
+        proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "save").exists()
+
+
+def test_convert_output_in_missing_folder(checkpoint, tmp_path):
+    with pytest.raises(SystemExit, match="the folder of .*missing/out.pt does not exist: create it first"):
+        load_script("convert_checkpoint").main(["--to", "fairseq", str(checkpoint),
+                                                str(tmp_path / "missing" / "out.pt")])
+    assert not (tmp_path / "missing").exists()

@@ -1,0 +1,99 @@
+"""A crafted checkpoint whose pickle would run code (os.system via __reduce__) is refused by every
+loader we own or patch: fairseq-generate, fairseq-interactive, fairseq-validate, resuming
+fairseq-train, averaging, the converter and the Python API. Each case checks the refusal is one
+`error:` line naming the file, and that the payload never ran (its marker file does not exist)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from test_end_to_end import PAPER, PLUGIN, ROOT, TINY, preprocess, train, write_reversal
+
+BIN = Path(sys.executable).parent
+
+
+class _Payload:
+    """Unpickling this calls os.system: what an attacker would put into a checkpoint."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A real tiny checkpoint, and the same checkpoint with the payload added."""
+    root = tmp_path_factory.mktemp("untrusted")
+    write_reversal(root, 300)
+    preprocess(root, root / "bin")
+    train(root / "bin", root / "good", "--arch", "transformer_base", *TINY, max_update=2)
+    state = torch.load(root / "good" / "checkpoint_last.pt", weights_only=True)
+    state["extra_state"]["hook"] = _Payload(root / "pwned")
+    (root / "evil").mkdir()
+    torch.save(state, root / "evil" / "checkpoint_last.pt")
+    return root
+
+
+def _refused(proc, setup, path):
+    """Non-zero exit, one `error:` line naming the checkpoint, and the payload never ran."""
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and str(path) in errors[0] and "untrusted" in errors[0], proc.stderr[-3000:]
+    assert not (setup / "pwned").exists(), "the checkpoint's payload ran"
+
+
+def _run(tool, *args, stdin=None):
+    return subprocess.run([str(BIN / tool), *map(str, args)], capture_output=True, text=True, input=stdin,
+                          cwd=ROOT, env=dict(os.environ, PYTHONWARNINGS="ignore"), timeout=600)
+
+
+@pytest.mark.parametrize("tool", ["fairseq-generate", "fairseq-interactive", "fairseq-validate"])
+def test_fairseq_clis_refuse(setup, tool):
+    evil = setup / "evil" / "checkpoint_last.pt"
+    args = [setup / "bin", "--user-dir", PLUGIN, "--path", evil, "--cpu"]
+    if tool == "fairseq-validate":
+        args += ["--task", "translation", "--valid-subset", "valid", "--max-tokens", "1000"]
+    proc = _run(tool, *args, stdin="1 2 3\n")
+    _refused(proc, setup, evil)
+
+
+def test_resume_refuses(setup):
+    """fairseq-train resumes from checkpoint_last.pt in --save-dir: a planted one is refused."""
+    evil = setup / "evil" / "checkpoint_last.pt"
+    proc = train(setup / "bin", setup / "evil", "--arch", "transformer_base", *TINY, max_update=4, ok=False)
+    _refused(proc, setup, evil)
+
+
+@pytest.mark.parametrize("script", ["average_checkpoints", "convert_checkpoint"])
+def test_scripts_refuse(setup, script, tmp_path):
+    evil = setup / "evil" / "checkpoint_last.pt"
+    out = tmp_path / "out.pt"
+    if script == "average_checkpoints":
+        args = ["--inputs", setup / "good" / "checkpoint_last.pt", evil, "--output", out]
+    else:
+        args = [evil, out, "--to", "fairseq"]
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=600)
+    _refused(proc, setup, evil)
+    assert not out.exists()
+
+
+def test_python_api_refuses(setup):
+    import attn_only_plugin
+    from attn_only_plugin.errors import PluginError
+    with pytest.raises(PluginError, match="untrusted") as err:
+        attn_only_plugin.load(setup / "evil", data=setup / "bin")
+    assert "checkpoint_last.pt" in str(err.value)
+    assert not (setup / "pwned").exists()
+
+
+def test_trusted_checkpoint_still_loads(setup):
+    """The control: the same checkpoint without the payload loads through the same path."""
+    import attn_only_plugin
+    mt = attn_only_plugin.load(setup / "good", data=setup / "bin")
+    assert isinstance(mt.translate("1 2 3"), str)
