@@ -12,6 +12,7 @@ from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 from torch import Tensor, nn
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
+from ..modules.attention import reorder_cache
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -64,8 +65,9 @@ class Decoder(FairseqIncrementalDecoder):
     then the pre-softmax linear map (section 3.4), shared with the embeddings when asked.
 
     Incremental decoding keeps one flat cache dict ("<layer>.self.k", "<layer>.cross.v", ...):
-    self-attention keys/values grow by one position per step, encoder-decoder keys/values are
-    projected once per sentence, and a beam reorder is one index_select per entry.
+    self-attention keys/values grow by one position per step into spare room of their buffer (no
+    torch.cat), encoder-decoder keys/values are projected once per sentence, and a beam reorder
+    copies each self-attention cache once, straight into a new buffer (modules/attention.py).
     """
 
     def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding, output_weight: Optional[Tensor] = None):
@@ -131,7 +133,7 @@ class Decoder(FairseqIncrementalDecoder):
         for key, value in cache.items():
             if value is None or (".cross." in key and value.size(0) == new_order.numel()):
                 continue
-            cache[key] = value.index_select(0, new_order)
+            cache[key] = reorder_cache(value, new_order) if ".self." in key else value.index_select(0, new_order)
         self.set_incremental_state(incremental_state, "cache", cache)
 
     def max_positions(self) -> int:

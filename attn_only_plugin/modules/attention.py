@@ -36,6 +36,55 @@ def scaled_dot_product_attention(
     return F.dropout(weights, dropout_p) @ v, weights  # (B, h, T, d_v)
 
 
+CACHE_CHUNK = 32  # positions of spare room a self-attention cache buffer gets when it grows
+
+
+def spare_positions(cached: Tensor) -> int:
+    """How many positions `cached` (B, h, S, d) can grow by in place: C - S when it is the
+    [:, :, :S] view of a contiguous (B, h, C, d) buffer made by append_to_cache or reorder_cache,
+    else 0. Growing in place assumes one decoding continues from a cache dict (as fairseq's
+    generators do), not two continuations from the same one."""
+    B, h, S, d = cached.shape
+    C = cached.stride(1) // d if d else 0
+    ours = (cached.stride(3) == 1 and cached.stride(2) == d and cached.stride(1) == C * d
+            and cached.stride(0) == h * C * d and cached.storage_offset() == 0
+            and cached.untyped_storage().nbytes() >= B * h * C * d * cached.element_size())
+    return C - S if ours and C > S else 0
+
+
+def _tracks_grad(*tensors: Optional[Tensor]) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def append_to_cache(cached: Optional[Tensor], new: Tensor) -> Tensor:
+    """Self-attention keys or values of earlier steps (B, h, S, d) followed by the new ones
+    (B, h, T, d): written into the spare room of the buffer behind `cached` when it has some (no
+    copy of the S cached positions, unlike torch.cat), else into a new buffer with CACHE_CHUNK
+    positions to spare. Returns the (B, h, S + T, d) view."""
+    if _tracks_grad(cached, new):  # autograd: no writes into buffers that earlier steps saved
+        return new if cached is None else torch.cat([cached, new], dim=2)  # (B, h, S + T, d)
+    B, h, T, d = new.shape
+    S = 0 if cached is None else cached.size(2)
+    if cached is not None and spare_positions(cached) >= T:
+        grown = cached.as_strided((B, h, S + T, d), cached.stride())  # (B, h, S + T, d) view of the buffer
+    else:
+        grown = new.new_empty(B, h, S + T + CACHE_CHUNK, d)[:, :, :S + T]  # (B, h, S + T, d) view of (B, h, C, d)
+        if cached is not None:
+            grown[:, :, :S] = cached
+    grown[:, :, S:] = new
+    return grown
+
+
+def reorder_cache(cached: Tensor, order: Tensor) -> Tensor:
+    """cached[order] along the batch (beam search): copied once, straight into a new buffer with
+    the same spare room, so that the next append_to_cache writes in place."""
+    if _tracks_grad(cached):
+        return cached.index_select(0, order)
+    B, h, S, d = cached.shape
+    buffer = cached.new_empty(order.numel(), h, S + (spare_positions(cached) or CACHE_CHUNK), d)  # (B', h, C, d)
+    return torch.index_select(cached, 0, order, out=buffer[:, :, :S])  # (B', h, S, d) view
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, section 3.2.2.
 
@@ -81,10 +130,8 @@ class MultiHeadAttention(nn.Module):
         if self.self_attention:
             q, k, v = self.qkv(x).split([self.h * self.d_k, self.h * self.d_k, self.h * self.d_v], -1)
             k, v = self._split_heads(k, self.d_k), self._split_heads(v, self.d_v)  # (B, h, T, d_k/d_v)
-            if cache is not None and cache.get(kk) is not None:
-                k = torch.cat([cache[kk], k], dim=2)  # (B, h, S_past + T, d_k)
-                v = torch.cat([cache[vk], v], dim=2)  # (B, h, S_past + T, d_v)
             if cache is not None:
+                k, v = append_to_cache(cache.get(kk), k), append_to_cache(cache.get(vk), v)  # (B, h, S_past + T, d)
                 cache[kk], cache[vk] = k, v
         else:
             q = self.q(x)

@@ -53,9 +53,14 @@ def _full_lprobs(model, src, prev):
     return torch.log_softmax(out, -1)  # (B, T, V)
 
 
-@pytest.mark.parametrize("pre_norm,learned", [(False, False), (True, True)])
-def test_cached_decoding_equals_full(dictionary, pre_norm, learned):
-    model = build_model(dictionary, pre_norm=pre_norm, learned_pos=learned)
+@pytest.mark.parametrize("pre_norm,learned,grad", [(False, False, True), (True, True, True), (False, False, False)])
+def test_cached_decoding_equals_full(dictionary, pre_norm, learned, grad):
+    """grad=False is generation's setting (torch.no_grad): caches grow in place in their buffers."""
+    with torch.set_grad_enabled(grad):
+        _check_cached_decoding(build_model(dictionary, pre_norm=pre_norm, learned_pos=learned), dictionary)
+
+
+def _check_cached_decoding(model, dictionary):
     src, prev = random_batch(dictionary, B=4)
     beam = torch.tensor([0, 0, 2, 2])  # 2 sentences x beam 2: each hypothesis starts from its sentence
     src = src[beam]
