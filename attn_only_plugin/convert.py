@@ -46,15 +46,15 @@ def fairseq_to_ours(sd: Dict[str, Tensor], padding_idx: int) -> Dict[str, Tensor
             for p in ("weight", "bias"):
                 out[f"{side}.final_norm.{p}"] = sd[f"{side}.layer_norm.{p}"]
         for i in range(_num_layers(sd, side)):
-            ours, theirs = f"{side}.layers.{i}.", f"{side}.layers.{i}."
+            pre = f"{side}.layers.{i}."  # the same layer prefix on both sides
             for p in ("weight", "bias"):
                 for a, b in _LAYER_MAP[side]:
-                    out[f"{ours}{a}.{p}"] = sd[f"{theirs}{b}.{p}"]
-                out[f"{ours}self_attn.qkv.{p}"] = torch.cat(
-                    [sd[f"{theirs}self_attn.{x}_proj.{p}"] for x in "qkv"], dim=0)
+                    out[f"{pre}{a}.{p}"] = sd[f"{pre}{b}.{p}"]
+                out[f"{pre}self_attn.qkv.{p}"] = torch.cat(
+                    [sd[f"{pre}self_attn.{x}_proj.{p}"] for x in "qkv"], dim=0)
                 if side == "decoder":
-                    out[f"{ours}cross_attn.kv.{p}"] = torch.cat(
-                        [sd[f"{theirs}encoder_attn.{x}_proj.{p}"] for x in "kv"], dim=0)
+                    out[f"{pre}cross_attn.kv.{p}"] = torch.cat(
+                        [sd[f"{pre}encoder_attn.{x}_proj.{p}"] for x in "kv"], dim=0)
     out["decoder.output_weight"] = sd.get("decoder.output_projection.weight", sd["decoder.embed_tokens.weight"])
     return out
 

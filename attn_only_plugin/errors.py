@@ -29,18 +29,30 @@ _FAIRSEQ_INPUT_ERRORS = {
 }
 
 
-def _find_plugin_error(exc):
-    """(the PluginError or known fairseq error in exc's chain, the fix to add), or (None, "")."""
+def find_in_chain(exc, matches):
+    """The first exception in exc's chain (exc, its __cause__ or __context__, theirs, ...) for
+    which matches(e) is true, or None."""
     seen = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, PluginError):
-            return exc, ""
-        for start, fix in _FAIRSEQ_INPUT_ERRORS.items():
-            if str(exc).startswith(start):
-                return exc, fix
+        if matches(exc):
+            return exc
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
-    return None, ""
+    return None
+
+
+def _fix_for(exc):
+    """What to do about exc: "" for a PluginError (its message says), the fix for a known fairseq
+    input error, None for anything else."""
+    if isinstance(exc, PluginError):
+        return ""
+    return next((fix for start, fix in _FAIRSEQ_INPUT_ERRORS.items() if str(exc).startswith(start)), None)
+
+
+def _find_plugin_error(exc):
+    """(the PluginError or known fairseq error in exc's chain, the fix to add), or (None, "")."""
+    found = find_in_chain(exc, lambda e: _fix_for(e) is not None)
+    return (found, _fix_for(found)) if found is not None else (None, "")
 
 
 def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):

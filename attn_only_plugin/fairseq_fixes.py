@@ -68,6 +68,18 @@ def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None, 
 _original = None
 
 
+def wrap_once(owner, name: str, make_wrapper, stored: bool = False) -> None:
+    """owner.name = make_wrapper(original), unless that was done already (the plugin can be imported
+    more than once in a process). The wrapper, or the function inside the staticmethod/classmethod
+    it returns, is marked so that the next call sees it. stored=True hands make_wrapper the
+    attribute as stored in owner.__dict__ (a classmethod object) instead of as looked up."""
+    if getattr(getattr(owner, name), "_attn_only_wrapped", False):
+        return
+    wrapper = make_wrapper(vars(owner)[name] if stored else getattr(owner, name))
+    getattr(wrapper, "__func__", wrapper)._attn_only_wrapped = True
+    setattr(owner, name, wrapper)
+
+
 def stop_prefetch_threads(timeout: float = 30.0) -> int:
     """Let every live fairseq prefetch thread finish the batch it is on, then end it.
 
@@ -110,7 +122,6 @@ def _epoch_independent_batches(get_batch_iterator):
         itr.epoch = epoch
         return itr
 
-    wrapper._attn_only_wrapped = True
     return wrapper
 
 
@@ -125,18 +136,10 @@ def write_atomic(path, write) -> None:
     PATH is either the old file or the complete new one at every moment (also after a crash of the
     machine: the data are on disk before the rename); the temporary file is removed if write raises.
     PATH.tmp is a fixed name, so a file left by a kill is overwritten by the next write, not piled up."""
+    from .atomic import atomic_output
     path = os.fspath(path)
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_output(path, "wb", tmp_path=path + ".tmp") as f:
+        write(f)
 
 
 def _atomic_copy(copy):
@@ -150,7 +153,6 @@ def _atomic_copy(copy):
             write_atomic(dst_path, lambda dst: shutil.copyfileobj(src, dst, 16 << 20))
         return True
 
-    atomic_copy._attn_only_wrapped = True
     return staticmethod(atomic_copy)
 
 
@@ -163,7 +165,6 @@ def _atomic_persistent_save(save):
         import torch
         write_atomic(filename, lambda f: torch.save(obj, f))
 
-    torch_persistent_save._attn_only_wrapped = True
     return torch_persistent_save
 
 
@@ -184,7 +185,6 @@ def _torchrun_without_cuda(infer_init_method):
         cfg.device_id = 0
         cfg.distributed_no_spawn = True
 
-    wrapper._attn_only_wrapped = True
     return wrapper
 
 
@@ -200,11 +200,7 @@ def install() -> None:
         _original = data_utils.batch_by_size
         data_utils.batch_by_size = batch_by_size
         atexit.register(stop_prefetch_threads)
-    if not getattr(FairseqTask.get_batch_iterator, "_attn_only_wrapped", False):
-        FairseqTask.get_batch_iterator = _epoch_independent_batches(FairseqTask.get_batch_iterator)
-    if not getattr(PathManager.copy, "_attn_only_wrapped", False):
-        PathManager.copy = _atomic_copy(PathManager.copy)
-    if not getattr(checkpoint_utils.torch_persistent_save, "_attn_only_wrapped", False):
-        checkpoint_utils.torch_persistent_save = _atomic_persistent_save(checkpoint_utils.torch_persistent_save)
-    if not getattr(distributed_utils.infer_init_method, "_attn_only_wrapped", False):
-        distributed_utils.infer_init_method = _torchrun_without_cuda(distributed_utils.infer_init_method)
+    wrap_once(FairseqTask, "get_batch_iterator", _epoch_independent_batches)
+    wrap_once(PathManager, "copy", _atomic_copy)
+    wrap_once(checkpoint_utils, "torch_persistent_save", _atomic_persistent_save)
+    wrap_once(distributed_utils, "infer_init_method", _torchrun_without_cuda)

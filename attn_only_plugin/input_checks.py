@@ -15,7 +15,8 @@ import functools
 import glob
 import os
 
-from .errors import PluginError
+from .errors import PluginError, find_in_chain
+from .fairseq_fixes import wrap_once
 
 # a sentencepiece model fits a dictionary when at least this share of its (non-special) entries
 # are pieces of the model: fairseq-preprocess on sentencepiece output gives 100%; rare characters
@@ -89,7 +90,6 @@ def _checked_setup_task(original):
     def setup_task(cls, cfg, **kwargs):
         check_data_dir(getattr(cfg, "data", None), getattr(cfg, "source_lang", None), getattr(cfg, "target_lang", None))
         return original.__func__(cls, cfg, **kwargs)
-    setup_task._attn_only_wrapped = True
     return classmethod(setup_task)
 
 
@@ -101,7 +101,6 @@ def _checked_spm_init(original):
             raise PluginError(f"no sentencepiece model at {path}: give --sentencepiece-model the spm.model "
                               "that prepared the data (spm_prepare.py --out)")
         original(self, cfg)
-    __init__._attn_only_wrapped = True
     return __init__
 
 
@@ -115,18 +114,7 @@ def _checked_build_bpe(original):
             check_spm_matches_dictionary(sp, dictionary, getattr(args, "sentencepiece_model", "?"),
                                          "the source dictionary")
         return bpe
-    build_bpe._attn_only_wrapped = True
     return build_bpe
-
-
-def _in_chain(exc, kind):
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, kind):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
 
 
 def _checked_train_step(original):
@@ -138,7 +126,7 @@ def _checked_train_step(original):
             # fairseq raises FloatingPointError after re-running the step under its NanDetector, whose
             # old-style backward hooks can themselves fail on an encoder that returns a dict (torch >= 2:
             # StopIteration): the FloatingPointError is then the context of that failure.
-            e = _in_chain(caught, FloatingPointError)
+            e = find_in_chain(caught, lambda x: isinstance(x, FloatingPointError))
             if e is None:
                 raise
             update = self.get_num_updates() + 1
@@ -152,7 +140,6 @@ def _checked_train_step(original):
                     f"{os.path.join(save_dir, 'crash.pt')})"
                 ) from caught
             raise PluginError(f"training stopped at update {update}: {first}") from caught
-    train_step._attn_only_wrapped = True
     return train_step
 
 
@@ -164,14 +151,10 @@ def install() -> None:
     from fairseq.tasks.translation import TranslationTask
     from fairseq.trainer import Trainer
 
-    if not getattr(TranslationTask.setup_task, "_attn_only_wrapped", False):
-        TranslationTask.setup_task = _checked_setup_task(TranslationTask.__dict__["setup_task"])
-    if not getattr(SentencepieceBPE.__init__, "_attn_only_wrapped", False):
-        SentencepieceBPE.__init__ = _checked_spm_init(SentencepieceBPE.__init__)
-    if not getattr(FairseqTask.build_bpe, "_attn_only_wrapped", False):
-        FairseqTask.build_bpe = _checked_build_bpe(FairseqTask.build_bpe)
-    if not getattr(Trainer.train_step, "_attn_only_wrapped", False):
-        Trainer.train_step = _checked_train_step(Trainer.train_step)
+    wrap_once(TranslationTask, "setup_task", _checked_setup_task, stored=True)
+    wrap_once(SentencepieceBPE, "__init__", _checked_spm_init)
+    wrap_once(FairseqTask, "build_bpe", _checked_build_bpe)
+    wrap_once(Trainer, "train_step", _checked_train_step)
     interactive = sys.modules.get("fairseq_cli.interactive")  # only when fairseq-interactive runs: importing
     if interactive is not None:  # it would configure the root logger for everyone else
         interactive.buffered_read = read_input_lines

@@ -88,6 +88,28 @@ def _reason(path, exc: BaseException) -> str:
     return (text.strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
+def load_checkpoint(path) -> dict:
+    """A checkpoint file read with torch's safe loader, memory-mapped where the file format allows
+    (averaging reads many), checked to be a dict with a 'model' entry. A refused, unreadable or
+    non-fairseq file raises a one-line PluginError; FileNotFoundError passes through for the caller
+    to phrase."""
+    from .errors import PluginError
+    try:
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as e:
+            if "mmap can only be used" not in str(e):
+                raise
+            state = torch.load(path, map_location="cpu", weights_only=True)  # legacy (non-zip) format
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # truncated, not a checkpoint, or a pickle the safe loader refuses
+        raise (refused_error(path, e) or unreadable_error(path, e)) from None
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+        raise PluginError(f"{path} is not a fairseq checkpoint (no 'model' entry)")
+    return state
+
+
 def _raised_in_torch_load(exc: BaseException) -> bool:
     tb = exc.__traceback__
     while tb is not None:
@@ -97,12 +119,8 @@ def _raised_in_torch_load(exc: BaseException) -> bool:
     return False
 
 
-def _wrap_fairseq_loader() -> None:
-    from fairseq import checkpoint_utils
-    original = checkpoint_utils.load_checkpoint_to_cpu
-    if getattr(original, "_attn_only_wrapped", False):
-        return
-
+def _refusing_loader(original):
+    """checkpoint_utils.load_checkpoint_to_cpu raising our one-line PluginErrors."""
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
         try:
@@ -115,12 +133,14 @@ def _wrap_fairseq_loader() -> None:
                 raise
             raise err from None
 
-    load_checkpoint_to_cpu._attn_only_wrapped = True
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+    return load_checkpoint_to_cpu
 
 
 def install() -> None:
     """Allow-list fairseq's checkpoint types for torch.load(weights_only=True). Idempotent."""
     if hasattr(torch.serialization, "add_safe_globals"):
         torch.serialization.add_safe_globals(allowed_globals())
-    _wrap_fairseq_loader()
+    from fairseq import checkpoint_utils
+
+    from .fairseq_fixes import wrap_once
+    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _refusing_loader)

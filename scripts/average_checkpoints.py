@@ -25,10 +25,8 @@ this is an independent implementation. Departures from the paper and from fairse
 """
 import argparse
 import logging
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -37,8 +35,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
 import attn_only_plugin  # noqa: E402,F401  (lets torch's safe loader read fairseq checkpoints)
+from attn_only_plugin.atomic import atomic_output  # noqa: E402
 from attn_only_plugin.errors import PluginError  # noqa: E402
-from attn_only_plugin.safe_load import refused_error, unreadable_error  # noqa: E402
+from attn_only_plugin import safe_load  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -60,24 +59,11 @@ def last_n_checkpoints(folder: Path, n: int, by_update: bool, upper_bound: Optio
 
 
 def load_checkpoint(path: Path) -> dict:
-    """torch.load(weights_only=True), memory-mapped where the file format allows it."""
+    """safe_load.load_checkpoint (torch's safe loader, memory-mapped), a missing file as PluginError."""
     try:
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError as e:
-            if "mmap can only be used" not in str(e):
-                raise
-            state = torch.load(path, map_location="cpu", weights_only=True)  # legacy (non-zip) format
+        return safe_load.load_checkpoint(path)
     except FileNotFoundError:
         raise PluginError(f"checkpoint {path} not found") from None
-    except Exception as e:  # truncated, not a checkpoint, or a pickle the safe loader refuses
-        refused = refused_error(path, e)
-        if refused is not None:
-            raise refused from None
-        raise unreadable_error(path, e) from None
-    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
-        raise PluginError(f"{path} is not a fairseq checkpoint (no 'model' entry)")
-    return state
 
 
 def storage_aliases(model: Dict[str, torch.Tensor]) -> Dict[str, str]:
@@ -145,19 +131,8 @@ def save_atomic(state: dict, output: Path) -> None:
     """torch.save to a temporary file next to `output`, then rename it over `output`."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
-        os.replace(tmp, output)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_output(output) as f:
+        torch.save(state, f)
 
 
 def resolve_inputs(inputs: List[Path], num_epoch: Optional[int], num_update: Optional[int],

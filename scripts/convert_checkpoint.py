@@ -13,9 +13,7 @@ sinusoids and section 3.5's interleaved ones are different functions), ReLU, pos
 pre-norm, no layernorm_embedding, equal encoder/decoder sizes, d_k = d_v = d_model / h.
 """
 import argparse
-import os
 import sys
-import tempfile
 from argparse import Namespace
 from pathlib import Path
 
@@ -24,9 +22,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import attn_only_plugin  # noqa: E402  (safe loading allow-list, registration)
+from attn_only_plugin.atomic import atomic_output  # noqa: E402
 from attn_only_plugin.convert import fairseq_to_ours, ours_to_fairseq  # noqa: E402
 from attn_only_plugin.errors import PluginError  # noqa: E402
-from attn_only_plugin.safe_load import refused_error, unreadable_error  # noqa: E402
+from attn_only_plugin.safe_load import load_checkpoint  # noqa: E402
 
 
 def _get(cfg, name, default=None):
@@ -127,13 +126,11 @@ def main(argv=None) -> None:
         raise SystemExit(f"error: the folder of {a.output} does not exist: create it first, or choose another "
                          "output path")
     try:
-        state = torch.load(a.input, map_location="cpu", weights_only=True)
+        state = load_checkpoint(a.input)
     except FileNotFoundError:
         raise SystemExit(f"error: {a.input} not found: give the checkpoint file to convert")
-    except Exception as e:
-        raise SystemExit(f"error: {refused_error(a.input, e) or unreadable_error(a.input, e)}")
-    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
-        raise SystemExit(f"error: {a.input} is not a fairseq checkpoint (no 'model' entry)")
+    except PluginError as e:
+        raise SystemExit(f"error: {e}")
     try:
         new = convert(state, a.to)
     except PluginError as e:
@@ -141,14 +138,8 @@ def main(argv=None) -> None:
     except KeyError as e:  # a tensor the model config implies is not in the weights
         raise SystemExit(f"error: {a.input} has no parameter {e.args[0]}, which its own model config implies: "
                          "the checkpoint is partial or was edited; convert the checkpoint fairseq-train wrote")
-    fd, tmp = tempfile.mkstemp(dir=a.output.resolve().parent, prefix=a.output.name + ".", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(new, tmp)
-        os.replace(tmp, a.output)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_output(a.output) as f:
+        torch.save(new, f)
     print(f"[convert] wrote {a.output} ({'attn_only_transformer' if a.to == 'ours' else 'fairseq transformer'})",
           file=sys.stderr)
 

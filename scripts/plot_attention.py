@@ -18,7 +18,6 @@ Without --target the model's own beam-search output is used.
 """
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -81,17 +80,19 @@ def _grid(weights, rows, cols, title):
 
 
 def _save(fig, out: Path, name: str, written: list):
+    from attn_only_plugin.atomic import atomic_output
     for ext in ("png", "svg"):
         path = out / f"{name}.{ext}"
-        tmp = out / f".{name}.tmp.{ext}"
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
+        with atomic_output(path) as f:
+            fig.savefig(f, format=ext, dpi=110)
         written.append(path)
 
 
 def render(att: dict, out: Path, layer: int, word: str, heads):
     """Write the figures and attention.json for the weights returned by Translator.attention."""
     import logging
+
+    from attn_only_plugin.atomic import atomic_output
 
     import matplotlib
     matplotlib.use("Agg")
@@ -127,9 +128,8 @@ def render(att: dict, out: Path, layer: int, word: str, heads):
     data = {k: att[k].tolist() for k in ("encoder", "decoder", "cross")}
     data.update(source_tokens=att["source_tokens"], target_tokens=att["target_tokens"],
                 layout="[layer][head][query][key]; decoder queries are </s> + target[:-1]")
-    tmp = out / ".attention.tmp.json"
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, out / "attention.json")
+    with atomic_output(out / "attention.json", "w", encoding="utf-8") as f:
+        f.write(json.dumps(data))
     written.append(out / "attention.json")
     return written
 

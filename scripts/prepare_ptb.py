@@ -10,19 +10,16 @@ For each split: SPLIT.words (source), SPLIT.tree (target), SPLIT.gold (normalize
 one per line, for EVALB) and SPLIT.tags (gold POS tags). Files are written atomically.
 """
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _write(path: Path, lines) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    from attn_only_plugin.atomic import atomic_output
+    with atomic_output(path, "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in lines)
-    os.replace(tmp, path)
 
 
 def prepare(treebank: Path, out: Path, ranges) -> dict:

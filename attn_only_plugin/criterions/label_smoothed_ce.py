@@ -6,7 +6,6 @@ Tensor layout: log-probabilities (N, V) over the N non-padding target positions 
 import math
 from dataclasses import dataclass, field
 
-import torch
 from fairseq import metrics, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass

@@ -1,0 +1,46 @@
+"""Atomic file output: a file we write is, at every moment, either its old content or the complete
+new one, never a half-written file (a killed checkpoint write, Ctrl-C during averaging).
+
+Used by the checkpoint writes patched into fairseq (fairseq_fixes.py) and by the scripts that
+import the package: averaged and converted checkpoints, prepared treebanks, attention figures.
+(data/libreoffice.py, loaded on its own by prepare_libreoffice.py so as not to import fairseq, and
+the fairseq-free spm_prepare.py and plot_loss.py keep their own few lines.)
+"""
+import contextlib
+import os
+import tempfile
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_output(path, mode: str = "wb", tmp_path=None, **open_kwargs):
+    """Yield a file open on a temporary file in PATH's folder; when the block ends, flush and fsync
+    it and os.replace it over PATH (permissions 0o666 & ~umask, as open() gives). If the block
+    raises, the temporary file is removed and PATH is left as it was.
+
+    tmp_path: a fixed temporary name, so that a file left by a killed process is overwritten by the
+    next write instead of piling up; default a fresh hidden `.NAME.XXXX.tmp` beside PATH."""
+    path = os.fspath(path)
+    if tmp_path is None:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                   prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        f = os.fdopen(fd, mode, **open_kwargs)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600
+    else:
+        tmp = os.fspath(tmp_path)
+        f = open(tmp, mode, **open_kwargs)
+    try:
+        with f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
