@@ -31,7 +31,7 @@ else
 fi
 say "fairseq-train --arch transformer_parse"
 "$BIN/fairseq-train" "$WORK/data-bin" --user-dir "$REPO/attn_only_plugin" \
-    --arch transformer_parse `# section 6.3: N=4, d_model=1024, dropout 0.2 (attention and residual)` \
+    --task constituency_parsing --arch transformer_parse `# section 6.3: N=4, d_model=1024, dropout 0.2 (attention and residual)` \
     --embedding-sharing decoder `# words and bracket symbols are two vocabularies` \
     --max-source-positions 512 --max-target-positions 1536 \
     --criterion paper_label_smoothed_ce --label-smoothing 0.1 `# section 5.4` \
@@ -43,6 +43,7 @@ average "$WORK/checkpoints" 5
 say "fairseq-generate --beam 21 --lenpen 0.3, max length = input + 300 (section 6.3)"
 "$BIN/fairseq-generate" "$WORK/data-bin" --user-dir "$REPO/attn_only_plugin" \
     --path "$WORK/checkpoints/checkpoint_avg.pt" --gen-subset test --source-lang words --target-lang tree \
+    --task constituency_parsing --constrain-trees `# only well-formed trees over the input words (not in the paper)` \
     --beam 21 --lenpen 0.3 --max-len-a 1 --max-len-b 300 --batch-size 16 \
     $([ "${SMALL:-0}" = 1 ] && echo --cpu) >"$WORK/generate.log" 2>"$WORK/generate.err" \
   || { tail -5 "$WORK/generate.err" >&2; exit 1; }

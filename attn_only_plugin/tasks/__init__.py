@@ -1,2 +1,3 @@
-"""fairseq imports this package itself when given --user-dir; it registers translation_paper."""
-from . import translation_paper  # noqa: F401  (registration)
+"""fairseq imports this package itself when given --user-dir; it registers translation_paper and
+constituency_parsing."""
+from . import constituency_parsing, translation_paper  # noqa: F401  (registration)

@@ -53,5 +53,6 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = (tmp_path / "f1.txt").read_text()
     assert "EVALB (COLLINS.prm) on test, 8 sentences" in report and "right-branching baseline: F1" in report
+    assert "; 0 outputs repaired" in report  # --constrain-trees: even a 4-update model writes trees
     assert "--beam 21" in proc.stderr or "beam 21" in proc.stderr
     assert len((tmp_path / "test.pred").read_text().splitlines()) == 8  # every sentence gets a tree
