@@ -4,7 +4,7 @@ Tensor layout: batch first everywhere, (B, S, d_model) in the encoder and (B, T,
 decoder. fairseq's own transformer is time first; our encoder_out dict is read only by our
 decoder and reordered only by our encoder, so nothing outside sees the difference.
 """
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +15,31 @@ from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
 from ..modules.attention import reorder_cache
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
+
+
+def shared_rows(new_order: Tensor, g: int) -> Tuple[Tensor, int]:
+    """Beam search shares a sentence's encoder output among its hypotheses.
+
+    A batch of hypotheses whose memory holds one row per g consecutive hypotheses is reordered
+    to the hypotheses `new_order`. Returns the memory rows to keep and the new g: when
+    new_order // g is a run of g' equal rows per memory row (what fairseq's SequenceGenerator
+    asks: expand each sentence to its beam, reorder within a beam, drop finished sentences), one
+    row per run and g'; otherwise one row per hypothesis and 1. This departs from fairseq's
+    transformer, which copies the encoder output for every hypothesis (and again every step)."""
+    rows = torch.div(new_order, g, rounding_mode="floor")  # (B',) memory row of each hypothesis
+    runs = torch.unique_consecutive(rows)
+    g_new = rows.numel() // runs.numel()
+    if g_new * runs.numel() == rows.numel() and torch.equal(runs.repeat_interleave(g_new), rows):
+        return runs, g_new
+    return rows, 1
+
+
+def select_rows(tensors: List[Tensor], rows: Tensor) -> List[Tensor]:
+    """Rows of each tensor; no copy when `rows` keeps every row in place."""
+    n = tensors[0].size(0) if tensors else 0
+    if rows.numel() == n and torch.equal(rows, torch.arange(n, device=rows.device)):
+        return tensors
+    return [t.index_select(0, rows) for t in tensors]
 
 
 def _layer_args(cfg) -> dict:
@@ -49,12 +74,18 @@ class Encoder(FairseqEncoder):
             x = self.final_norm(x)
         return {"encoder_out": [x], "encoder_padding_mask": [~key_mask], "src_tokens": [src_tokens],
                 "src_lengths": [] if src_lengths is None else [src_lengths],
-                "attn": weights if need_weights else []}
+                "attn": weights if need_weights else [], "beam": []}
 
     @torch.jit.export
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
-        """Select batch rows (beam expansion and reordering in SequenceGenerator)."""
-        return {k: [t.index_select(0, new_order) for t in v] for k, v in encoder_out.items()}
+        """SequenceGenerator's beam expansion and reordering, every step. Rows stay one per
+        sentence with "beam" = [hypotheses per row] while the order allows (see shared_rows), so
+        reordering within the beams copies nothing."""
+        g = int(encoder_out["beam"][0]) if encoder_out.get("beam") else 1
+        rows, g = shared_rows(new_order, g)
+        out = {k: select_rows(v, rows) for k, v in encoder_out.items() if k != "beam"}
+        out["beam"] = [torch.tensor(g)] if g > 1 else []
+        return out
 
     def max_positions(self) -> int:
         return self.embed.max_positions
@@ -66,7 +97,8 @@ class Decoder(FairseqIncrementalDecoder):
 
     Incremental decoding keeps one flat cache dict ("<layer>.self.k", "<layer>.cross.v", ...):
     self-attention keys/values grow by one position per step into spare room of their buffer (no
-    torch.cat), encoder-decoder keys/values are projected once per sentence, and a beam reorder
+    torch.cat), encoder-decoder keys/values are projected once per sentence and shared by its
+    beam (the encoder output stays one row per sentence, see shared_rows), and a beam reorder
     copies each self-attention cache once, straight into a new buffer (modules/attention.py).
     """
 
@@ -123,17 +155,20 @@ class Decoder(FairseqIncrementalDecoder):
         return F.linear(features, self.output_weight)  # (B, T, |V|) logits before softmax
 
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor):
-        """Beam search reorders hypotheses within each sentence (fairseq's SequenceGenerator only
-        ever does that, and shrinks the batch when sentences finish). Encoder-decoder keys and
-        values are the same for every hypothesis of a sentence, so they are re-indexed only when
-        the batch size changes; self-attention caches always are."""
+        """Beam search reorders hypotheses: self-attention caches always follow; encoder-decoder
+        keys and values (one row per g hypotheses) follow the same rule as the encoder output
+        (shared_rows), so reordering within the beams copies nothing."""
         cache = self.get_incremental_state(incremental_state, "cache")
         if cache is None:
             return
-        for key, value in cache.items():
-            if value is None or (".cross." in key and value.size(0) == new_order.numel()):
-                continue
-            cache[key] = reorder_cache(value, new_order) if ".self." in key else value.index_select(0, new_order)
+        self_keys = [k for k, v in cache.items() if ".self." in k and v is not None]
+        cross_keys = [k for k, v in cache.items() if ".cross." in k and v is not None]
+        if cross_keys and self_keys:
+            rows, _ = shared_rows(new_order, cache[self_keys[0]].size(0) // cache[cross_keys[0]].size(0))
+            for key, value in zip(cross_keys, select_rows([cache[k] for k in cross_keys], rows)):
+                cache[key] = value
+        for key in self_keys:
+            cache[key] = reorder_cache(cache[key], new_order)
         self.set_incremental_state(incremental_state, "cache", cache)
 
     def max_positions(self) -> int:

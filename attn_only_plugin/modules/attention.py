@@ -121,10 +121,14 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, key_mask: Optional[Tensor] = None,
                 causal: bool = False, cache: Optional[Dict[str, Optional[Tensor]]] = None,
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """x: (B, T, d_model) queries; memory: (B, S, d_model) for encoder-decoder attention, else
-        None (self-attention); key_mask: (B, S) True = real token; cache: incremental decoding
+        """x: (B, T, d_model) queries; memory: (B_s, S, d_model) for encoder-decoder attention, else
+        None (self-attention); key_mask: (B_s, S) True = real token; cache: incremental decoding
         state, filled in place (self-attention: keys/values grow by T; encoder-decoder: computed
-        once). Returns (B, T, d_model) and, if need_weights, (B, h, T, S) weights."""
+        once). Returns (B, T, d_model) and, if need_weights, (B, h, T, S) weights.
+
+        B_s = B except in beam search, where B = g B_s: each memory row serves g consecutive
+        hypotheses (a sentence's beam, see models/encoder_decoder.py), whose queries then go
+        through one attention call against that row's keys and values."""
         B, T, _ = x.shape
         kk, vk = self.cache_key + ".k", self.cache_key + ".v"
         if self.self_attention:
@@ -141,9 +145,12 @@ class MultiHeadAttention(nn.Module):
                 k, v = self._project_kv(memory)
                 if cache is not None:
                     cache[kk], cache[vk] = k, v
-        q = self._split_heads(q, self.d_k)  # (B, h, T, d_k)
-        mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, S)
+        g = B // k.size(0)  # queries' rows per key row: 1, or the beam sharing a sentence's memory
+        q = q.view(B // g, g * T, self.h, self.d_k).transpose(1, 2)  # (B_s, h, g T, d_k)
+        mask = None if key_mask is None else key_mask[:, None, None, :]  # (B_s, 1, 1, S)
         p = self.dropout if self.training else 0.0
-        y, w = scaled_dot_product_attention(q, k, v, mask, causal, p, need_weights)
+        y, w = scaled_dot_product_attention(q, k, v, mask, causal, p, need_weights)  # (B_s, h, g T, d_v)
         y = y.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h d_v): Concat(head_i)
+        if w is not None and g > 1:
+            w = w.view(B // g, self.h, g, T, -1).transpose(1, 2).reshape(B, self.h, T, -1)  # (B, h, T, S)
         return self.out(y), w

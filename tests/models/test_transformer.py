@@ -82,6 +82,61 @@ def _check_cached_decoding(model, dictionary):
         assert torch.allclose(step, full[:, t], atol=1e-5), f"step {t}"
 
 
+def test_beam_shares_encoder_rows_and_equals_full(dictionary):
+    """SequenceGenerator's orders: expand 2 sentences to beam 3, reorder within the beams, drop the
+    first sentence. The encoder output and encoder-decoder keys/values stay one row per sentence
+    (no copies), and every step equals the full pass over per-hypothesis copies of the source."""
+    model = build_model(dictionary)
+    src, prev = random_batch(dictionary, B=2)
+    with torch.no_grad():
+        enc = model.encoder(src)
+        expand = torch.arange(2).repeat_interleave(3)  # (6,) hypotheses 0-2 of sentence 0, 3-5 of 1
+        enc = model.encoder.reorder_encoder_out(enc, expand)
+        memory = enc["encoder_out"][0]
+        assert memory.size(0) == 2 and int(enc["beam"][0]) == 3
+        src, prev = src[expand], prev[expand].clone()
+        prev[:, 2:] = torch.randint(4, len(dictionary), (6, prev.size(1) - 2))  # hypotheses differ
+        full, state = _full_lprobs(model, src, prev), {}
+        orders = {2: torch.tensor([2, 0, 2, 3, 5, 4]), 4: torch.tensor([4, 3, 3])}
+        for t in range(prev.size(1)):
+            if t in orders:
+                order = orders[t]
+                enc = model.encoder.reorder_encoder_out(enc, order)
+                model.decoder.reorder_incremental_state_scripting(state, order)
+                src, prev = src[order], prev[order]
+                full = _full_lprobs(model, src, prev)
+            out, _ = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+            assert torch.allclose(torch.log_softmax(out[:, -1], -1), full[:, t], atol=1e-5), f"step {t}"
+        cache = model.decoder.get_incremental_state(state, "cache")
+        assert enc["encoder_out"][0].size(0) == cache["0.cross.k"].size(0) == 1 and int(enc["beam"][0]) == 3
+        assert cache["0.self.k"].size(0) == 3
+
+
+def test_shared_memory_gives_the_same_weights(dictionary):
+    model = build_model(dictionary)
+    src, prev = random_batch(dictionary, B=2)
+    expand = torch.arange(2).repeat_interleave(3)
+    enc = model.encoder(src)
+    shared = model.encoder.reorder_encoder_out(enc, expand)
+    copied = model.encoder(src[expand])
+    a, extra_a = model.decoder(prev[expand], encoder_out=shared, need_attn=True, need_all_weights=True)
+    b, extra_b = model.decoder(prev[expand], encoder_out=copied, need_attn=True, need_all_weights=True)
+    assert torch.allclose(a, b, atol=1e-5) and torch.allclose(extra_a["attn"][0], extra_b["attn"][0], atol=1e-6)
+    assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(extra_a["cross_attn"], extra_b["cross_attn"]))
+
+
+def test_shared_rows_rule():
+    from attn_only_plugin.models.encoder_decoder import shared_rows
+    rows, g = shared_rows(torch.tensor([0, 0, 0, 1, 1, 1]), 1)
+    assert rows.tolist() == [0, 1] and g == 3  # beam expansion: one row per sentence
+    rows, g = shared_rows(torch.tensor([2, 0, 1, 5, 5, 3]), 3)
+    assert rows.tolist() == [0, 1] and g == 3  # reorder within beams: rows stay
+    rows, g = shared_rows(torch.tensor([4, 3, 3]), 3)
+    assert rows.tolist() == [1] and g == 3  # sentence 0 finished
+    rows, g = shared_rows(torch.tensor([1, 1, 3, 2]), 1)
+    assert rows.tolist() == [1, 1, 3, 2] and g == 1  # uneven runs: one row per hypothesis
+
+
 def test_weights_do_not_change_outputs(dictionary):
     model = build_model(dictionary)
     src, prev = random_batch(dictionary)
