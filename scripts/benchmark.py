@@ -158,33 +158,38 @@ def generation(shape, device, n_sentences, batch_size):
     return result
 
 
-def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=32, n_gen=64):
+def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=32, n_gen=64,
+        parts=("training", "generation")):
     shape = PRESETS[preset]
     ctx = mp.get_context("spawn")
     train = {}
-    for which in ("fairseq", "ours"):
+    for which in ("fairseq", "ours") if "training" in parts else ():
         print(f"[benchmark] training speed: {which}", file=sys.stderr)
         q = ctx.Queue()
         p = ctx.Process(target=train_speed, args=(which, shape, device, amp, updates, warmup, repeats, batch_size, q))
         p.start()
         train[which] = q.get()
         p.join()
-    print("[benchmark] generation, beam 4", file=sys.stderr)
-    gen = generation(shape, device, n_gen, batch_size // 2)
+    gen = {}
+    if "generation" in parts:
+        print("[benchmark] generation, beam 4", file=sys.stderr)
+        gen = generation(shape, device, n_gen, batch_size // 2)
     return dict(preset=preset, shape=shape, device=device, amp=amp, threads=int(os.environ.get("OMP_NUM_THREADS", 0)),
                 training=train, generation=gen)
 
 
 def table(r) -> str:
-    rows = [("training tokens/s", r["training"]["ours"]["tokens_per_s"], r["training"]["fairseq"]["tokens_per_s"]),
-            ("training peak memory (MiB)", r["training"]["ours"]["peak_mib"], r["training"]["fairseq"]["peak_mib"]),
-            ("generation sentences/s", r["generation"]["ours"]["sentences_per_s"],
-             r["generation"]["fairseq"]["sentences_per_s"]),
-            ("generation tokens/s", r["generation"]["ours"]["tokens_per_s"], r["generation"]["fairseq"]["tokens_per_s"])]
+    t, g = r["training"], r["generation"]
+    rows = [("training tokens/s", "tokens_per_s"), ("training peak memory (MiB)", "peak_mib")] if t else []
+    values = [(name, t["ours"][key], t["fairseq"][key]) for name, key in rows]
+    if g:
+        values += [(name, g["ours"][key], g["fairseq"][key]) for name, key in
+                   (("generation sentences/s", "sentences_per_s"), ("generation tokens/s", "tokens_per_s"))]
     lines = [f"preset {r['preset']} {r['shape']} on {r['device']}{' amp' if r['amp'] else ''}",
              f"| {'measure':<28} | {'ours':>10} | {'built-in':>10} | {'ratio':>6} |", f"|{'-' * 30}|{'-' * 12}|{'-' * 12}|{'-' * 8}|"]
-    lines += [f"| {n:<28} | {a:>10.1f} | {b:>10.1f} | {a / b:>5.2f}x |" for n, a, b in rows]
-    lines.append(f"identical beam-4 hypotheses: {r['generation']['identical_hypotheses']}")
+    lines += [f"| {n:<28} | {a:>10.1f} | {b:>10.1f} | {a / b:>5.2f}x |" for n, a, b in values]
+    if g:
+        lines.append(f"identical beam-4 hypotheses: {g['identical_hypotheses']}")
     return "\n".join(lines)
 
 
@@ -198,9 +203,11 @@ def main(argv=None) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--generate", type=int, default=64, help="sentences to translate")
+    p.add_argument("--parts", nargs="+", choices=["training", "generation"], default=["training", "generation"],
+                   help="what to measure (default: both)")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
-    r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate)
+    r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts)
     print(table(r))
     if a.out:
         a.out.write_text(json.dumps(r, indent=2))
