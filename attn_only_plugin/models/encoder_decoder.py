@@ -12,7 +12,7 @@ from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 from torch import Tensor, nn
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
-from ..modules.attention import reorder_cache
+from ..modules.attention import moved_rows, reorder_cache
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -155,7 +155,8 @@ class Decoder(FairseqIncrementalDecoder):
         return F.linear(features, self.output_weight)  # (B, T, |V|) logits before softmax
 
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor):
-        """Beam search reorders hypotheses: self-attention caches always follow; encoder-decoder
+        """Beam search reorders hypotheses: self-attention caches follow (in place, row by row, when
+        few hypotheses move; see reorder_cache); encoder-decoder
         keys and values (one row per g hypotheses) follow the same rule as the encoder output
         (shared_rows), so reordering within the beams copies nothing."""
         cache = self.get_incremental_state(incremental_state, "cache")
@@ -167,8 +168,9 @@ class Decoder(FairseqIncrementalDecoder):
             rows, _ = shared_rows(new_order, cache[self_keys[0]].size(0) // cache[cross_keys[0]].size(0))
             for key, value in zip(cross_keys, select_rows([cache[k] for k in cross_keys], rows)):
                 cache[key] = value
+        moved = moved_rows(new_order) if self_keys and new_order.numel() == cache[self_keys[0]].size(0) else None
         for key in self_keys:
-            cache[key] = reorder_cache(cache[key], new_order)
+            cache[key] = reorder_cache(cache[key], new_order, moved)
         self.set_incremental_state(incremental_state, "cache", cache)
 
     def max_positions(self) -> int:

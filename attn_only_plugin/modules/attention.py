@@ -75,11 +75,23 @@ def append_to_cache(cached: Optional[Tensor], new: Tensor) -> Tensor:
     return grown
 
 
-def reorder_cache(cached: Tensor, order: Tensor) -> Tensor:
-    """cached[order] along the batch (beam search): copied once, straight into a new buffer with
-    the same spare room, so that the next append_to_cache writes in place."""
+def moved_rows(order: Tensor) -> Optional[Tensor]:
+    """Rows i with order[i] != i, when fewer than half move (beam search keeps most hypotheses
+    in place from one step to the next); None when a full reorder is cheaper."""
+    moved = (order != torch.arange(order.numel(), device=order.device)).nonzero().squeeze(1)  # (M,)
+    return moved if 2 * moved.numel() < order.numel() else None
+
+
+def reorder_cache(cached: Tensor, order: Tensor, moved: Optional[Tensor] = None) -> Tensor:
+    """cached[order] along the batch (beam search). With `moved` (moved_rows(order), same batch
+    size) only those rows are copied, in place; otherwise all rows are copied once, straight into
+    a new buffer with the same spare room, so that the next append_to_cache writes in place."""
     if _tracks_grad(cached):
         return cached.index_select(0, order)
+    if moved is not None and order.numel() == cached.size(0):
+        if moved.numel():
+            cached[moved] = cached.index_select(0, order[moved])  # (M, h, S, d): read first, then written
+        return cached
     B, h, S, d = cached.shape
     buffer = cached.new_empty(order.numel(), h, S + (spare_positions(cached) or CACHE_CHUNK), d)  # (B', h, C, d)
     return torch.index_select(cached, 0, order, out=buffer[:, :, :S])  # (B', h, S, d) view
