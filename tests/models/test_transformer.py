@@ -64,12 +64,16 @@ def _check_cached_decoding(model, dictionary):
     src, prev = random_batch(dictionary, B=4)
     beam = torch.tensor([0, 0, 2, 2])  # 2 sentences x beam 2: each hypothesis starts from its sentence
     src = src[beam]
-    full = _full_lprobs(model, src, prev)
-    enc = model.encoder(src)
-    state = {}
     # SequenceGenerator's reorders: within a sentence's beam (step 3), then the batch shrinks
     # to the second sentence's beam (step 5)
-    orders = {3: torch.tensor([1, 1, 3, 2]), 5: torch.tensor([2, 3])}
+    _decode_with_reorders(model, src, prev, model.encoder(src),
+                          {3: torch.tensor([1, 1, 3, 2]), 5: torch.tensor([2, 3])})
+
+
+def _decode_with_reorders(model, src, prev, enc, orders):
+    """Incremental decoding of prev with the beam reorders `orders` (step -> new order); every
+    step must equal the full pass over the reordered batch. Returns the final encoder_out and state."""
+    full, state = _full_lprobs(model, src, prev), {}
     for t in range(prev.size(1)):
         if t in orders:
             order = orders[t]
@@ -78,8 +82,8 @@ def _check_cached_decoding(model, dictionary):
             src, prev = src[order], prev[order]
             full = _full_lprobs(model, src, prev)
         out, _ = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
-        step = torch.log_softmax(out[:, -1], -1)
-        assert torch.allclose(step, full[:, t], atol=1e-5), f"step {t}"
+        assert torch.allclose(torch.log_softmax(out[:, -1], -1), full[:, t], atol=1e-5), f"step {t}"
+    return enc, state
 
 
 def test_beam_shares_encoder_rows_and_equals_full(dictionary):
@@ -96,18 +100,9 @@ def test_beam_shares_encoder_rows_and_equals_full(dictionary):
         assert memory.size(0) == 2 and int(enc["beam"][0]) == 3
         src, prev = src[expand], prev[expand].clone()
         prev[:, 2:] = torch.randint(4, len(dictionary), (6, prev.size(1) - 2))  # hypotheses differ
-        full, state = _full_lprobs(model, src, prev), {}
         # step 3 moves one row of six: copied in place (reorder_cache's `moved` path)
         orders = {2: torch.tensor([2, 0, 2, 3, 5, 4]), 3: torch.tensor([0, 1, 2, 3, 3, 5]), 4: torch.tensor([4, 3, 3])}
-        for t in range(prev.size(1)):
-            if t in orders:
-                order = orders[t]
-                enc = model.encoder.reorder_encoder_out(enc, order)
-                model.decoder.reorder_incremental_state_scripting(state, order)
-                src, prev = src[order], prev[order]
-                full = _full_lprobs(model, src, prev)
-            out, _ = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
-            assert torch.allclose(torch.log_softmax(out[:, -1], -1), full[:, t], atol=1e-5), f"step {t}"
+        enc, state = _decode_with_reorders(model, src, prev, enc, orders)
         cache = model.decoder.get_incremental_state(state, "cache")
         assert enc["encoder_out"][0].size(0) == cache["0.cross.k"].size(0) == 1 and int(enc["beam"][0]) == 3
         assert cache["0.self.k"].size(0) == 3
