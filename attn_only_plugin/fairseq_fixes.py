@@ -32,6 +32,10 @@
    device_id = RANK % torch.cuda.device_count(): ZeroDivisionError. Without CUDA we take world size and
    rank from torchrun's environment (init method env://, one process per rank, device_id 0, unused
    on CPU). With CUDA, and for every other launch, fairseq's own code runs unchanged.
+6. Rerunning a finished command must not change its model. fairseq-train checks --max-update only after
+   an update, so a run resumed from a checkpoint already at --max-update trains one more update and
+   saves it: every rerun of a recipe (which resumes from checkpoint_last.pt) moved the model. Such a
+   run now stops before training (fairseq-train and fairseq-hydra-train).
 """
 import atexit
 import functools
@@ -39,6 +43,7 @@ import inspect
 import os
 import queue
 import shutil
+import sys
 import threading
 import time
 
@@ -188,6 +193,18 @@ def _torchrun_without_cuda(infer_init_method):
     return wrapper
 
 
+def _stop_at_max_update(train):
+    """Wrap fairseq_cli.train.train (one epoch): nothing to do once --max-update is reached (6)."""
+    @functools.wraps(train)
+    def wrapper(cfg, trainer, task, epoch_itr):
+        max_update = cfg.optimization.max_update
+        if max_update and trainer.get_num_updates() >= max_update:
+            return [None], True  # (valid_losses, should_stop), as train returns them
+        return train(cfg, trainer, task, epoch_itr)
+
+    return wrapper
+
+
 def install() -> None:
     """Apply the repairs above. Idempotent."""
     global _original
@@ -204,3 +221,6 @@ def install() -> None:
     wrap_once(PathManager, "copy", _atomic_copy)
     wrap_once(checkpoint_utils, "torch_persistent_save", _atomic_persistent_save)
     wrap_once(distributed_utils, "infer_init_method", _torchrun_without_cuda)
+    train_cli = sys.modules.get("fairseq_cli.train")  # loaded only when fairseq-train is what runs
+    if train_cli is not None:
+        wrap_once(train_cli, "train", _stop_at_max_update)

@@ -100,6 +100,10 @@ def test_killed_twice_resumes_bit_identically(data, tmp_path):
     expected, got = load(straight / "checkpoint_last.pt"), load(killed / "checkpoint_last.pt")
     assert num_updates(expected) == num_updates(got) == MAX_UPDATE
     assert_same_parameters(expected["model"], got["model"])
+    run(*command(data, killed))  # a rerun of the finished command trains nothing (fairseq_fixes item 6)
+    again = load(killed / "checkpoint_last.pt")
+    assert num_updates(again) == MAX_UPDATE
+    assert_same_parameters(got["model"], again["model"])
 
 
 class _Sized(FairseqDataset):
