@@ -375,3 +375,11 @@ def test_convert_output_in_missing_folder(checkpoint, tmp_path):
         load_script("convert_checkpoint").main(["--to", "fairseq", str(checkpoint),
                                                 str(tmp_path / "missing" / "out.pt")])
     assert not (tmp_path / "missing").exists()
+
+
+def test_constrain_trees_on_translation_data(setup, checkpoint):
+    proc = generate(setup, checkpoint, "--task", "constituency_parsing", "--constrain-trees")
+    one_line_error(proc, "--constrain-trees: the target dictionary has no XX", "prepare_ptb.py")
+    proc = generate(setup, checkpoint, "--task", "constituency_parsing", "--constrain-trees", "--sampling",
+                    "--nbest", 2)
+    one_line_error(proc, "--constrain-trees works with plain beam search")

@@ -26,6 +26,7 @@ from fairseq.data import Dictionary
 from fairseq.search import BeamSearch
 from fairseq.tasks import register_task
 
+from ..errors import PluginError
 from ..parsing.linearize import PLACEHOLDER
 from .translation_paper import PaperTranslationConfig, PaperTranslationTask
 
@@ -38,7 +39,8 @@ class TreeConstraints:
     def __init__(self, tgt_dict: Dictionary):
         self.eos, self.xx = tgt_dict.eos(), tgt_dict.index(PLACEHOLDER)
         if self.xx == tgt_dict.unk():
-            raise ValueError(f"the target dictionary has no {PLACEHOLDER}: is this a parsing data-bin?")
+            raise PluginError(f"--constrain-trees: the target dictionary has no {PLACEHOLDER}, so this is not "
+                              "a parsing data-bin (make one with scripts/prepare_ptb.py and fairseq-preprocess)")
         symbols = {symbol: index for index, symbol in enumerate(tgt_dict.symbols)}
         # "(L" -> id of ")L"; an opening bracket whose closing one is not in the dictionary could
         # never be closed, so it is never allowed.
@@ -125,8 +127,8 @@ class ConstituencyParsingTask(PaperTranslationTask):
         self.tree_constraints = None
         if self.cfg.constrain_trees:
             if type(generator.search) is not BeamSearch:
-                raise ValueError("--constrain-trees works with plain beam search: drop --sampling, "
-                                 "--diverse-beam-groups, --constraints and the like")
+                raise PluginError("--constrain-trees works with plain beam search: drop --sampling, "
+                                  "--diverse-beam-groups, --constraints and the like")
             self.tree_constraints = TreeConstraints(self.target_dictionary)
             generator.search = TreeConstrainedBeamSearch(self.target_dictionary, self.tree_constraints)
         return generator
