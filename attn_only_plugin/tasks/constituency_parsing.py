@@ -124,21 +124,21 @@ class ConstituencyParsingTask(PaperTranslationTask):
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         generator = super().build_generator(models, args, seq_gen_cls=seq_gen_cls,
                                             extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs)
-        self.tree_constraints = None
         if self.cfg.constrain_trees:
             if type(generator.search) is not BeamSearch:
                 raise PluginError("--constrain-trees works with plain beam search: drop --sampling, "
                                   "--diverse-beam-groups, --constraints and the like")
-            self.tree_constraints = TreeConstraints(self.target_dictionary)
-            generator.search = TreeConstrainedBeamSearch(self.target_dictionary, self.tree_constraints)
+            generator.search = TreeConstrainedBeamSearch(self.target_dictionary,
+                                                         TreeConstraints(self.target_dictionary))
         return generator
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
-        if getattr(self, "tree_constraints", None) is not None:
+        search = getattr(generator, "search", None)
+        if isinstance(search, TreeConstrainedBeamSearch):  # this generator's own constraints
             src_lengths = sample["net_input"]["src_lengths"]  # words + the appended EOS
             # SequenceGenerator's own limit: EOS is forced at step max_len
             max_len = min(int(generator.max_len_a * src_lengths.max().item() + generator.max_len_b),
                           generator.max_len - 1)
             ids = sample["id"].tolist() if "id" in sample else list(range(len(src_lengths)))
-            self.tree_constraints.set_batch(ids, (src_lengths - 1).tolist(), max_len)
+            search.constraints.set_batch(ids, (src_lengths - 1).tolist(), max_len)
         return super().inference_step(generator, models, sample, prefix_tokens, constraints)
