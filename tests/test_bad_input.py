@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from test_end_to_end import PLUGIN, ROOT, TINY, preprocess, run, train, write_reversal
+from test_end_to_end import PLUGIN, ROOT, TINY, reversal_data, run, train
 
 import attn_only_plugin
 from attn_only_plugin.errors import PluginError
@@ -72,9 +72,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """root/bin: digit-reversal data-bin; root/ckpt: a model trained for 3 updates (one epoch)."""
-    root = tmp_path_factory.mktemp("bad_input")
-    write_reversal(root, 300)
-    preprocess(root, root / "bin")
+    root = reversal_data(tmp_path_factory, "bad_input", 300)
     train(root / "bin", root / "ckpt", *ARCH, max_update=3)
     return root
 

@@ -43,12 +43,17 @@ def preprocess(raw: Path, dest: Path, joined=True):
         *(["--joined-dictionary"] if joined else []))
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("reverse")
-    write_reversal(root, 4000)
+def reversal_data(tmp_path_factory, name: str, n_train: int) -> Path:
+    """A fresh folder with the digit-reversal text and its joined-dictionary data-bin in bin/."""
+    root = tmp_path_factory.mktemp(name)
+    write_reversal(root, n_train)
     preprocess(root, root / "bin")
     return root
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return reversal_data(tmp_path_factory, "reverse", 4000)
 
 
 def train(data_bin, save_dir, *extra, max_update=20, ok=True):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from test_end_to_end import PAPER, PLUGIN, ROOT, TINY, preprocess, train, write_reversal
+from test_end_to_end import PLUGIN, ROOT, TINY, reversal_data, train
 
 BIN = Path(sys.executable).parent
 
@@ -28,9 +28,7 @@ class _Payload:
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """A real tiny checkpoint, and the same checkpoint with the payload added."""
-    root = tmp_path_factory.mktemp("untrusted")
-    write_reversal(root, 300)
-    preprocess(root, root / "bin")
+    root = reversal_data(tmp_path_factory, "untrusted", 300)
     train(root / "bin", root / "good", "--arch", "transformer_base", *TINY, max_update=2)
     state = torch.load(root / "good" / "checkpoint_last.pt", weights_only=True)
     state["extra_state"]["hook"] = _Payload(root / "pwned")

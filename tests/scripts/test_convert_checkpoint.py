@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_end_to_end import PLUGIN, preprocess, run, write_reversal  # noqa: E402
+from test_end_to_end import PLUGIN, reversal_data, run  # noqa: E402
 
 BUILTIN = ["--arch", "transformer", "--encoder-layers", 2, "--decoder-layers", 2, "--encoder-embed-dim", 32,
            "--decoder-embed-dim", 32, "--encoder-ffn-embed-dim", 64, "--decoder-ffn-embed-dim", 64,
@@ -33,10 +33,7 @@ def same(a, b):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("convert")
-    write_reversal(root, 500)
-    preprocess(root, root / "bin")
-    return root
+    return reversal_data(tmp_path_factory, "convert", 500)
 
 
 def test_round_trip_same_hypotheses(data, tmp_path, cli):
