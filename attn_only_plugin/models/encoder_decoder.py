@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
 from ..modules.attention import moved_rows, reorder_cache
+from ..modules.packing import Packing, packed, padded
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -65,13 +66,15 @@ class Encoder(FairseqEncoder):
         """src_tokens: (B, S). Returns fairseq's encoder_out dict with batch-first tensors; with
         need_weights, "attn" holds each layer's self-attention weights (B, h, S, S)."""
         key_mask = src_tokens.ne(self.padding_idx)  # (B, S) True = real token
-        x = self.embed(src_tokens)  # (B, S, d_model)
+        packing = Packing.of(key_mask, self.training)  # training: position-wise work on real tokens only
+        x = packed(self.embed(src_tokens), packing)  # (B, S, d_model), or (N, d_model) packed
         weights = []
         for layer in self.layers:
-            x, w = layer(x, key_mask, need_weights)
+            x, w = layer(x, key_mask, need_weights, packing)
             weights.append(w)
         if self.final_norm is not None:
             x = self.final_norm(x)
+        x = padded(x, packing)  # (B, S, d_model), zeros at pads when packed
         return {"encoder_out": [x], "encoder_padding_mask": [~key_mask], "src_tokens": [src_tokens],
                 "src_lengths": [] if src_lengths is None else [src_lengths],
                 "attn": weights if need_weights else [], "beam": []}
@@ -99,7 +102,12 @@ class Decoder(FairseqIncrementalDecoder):
     self-attention keys/values grow by one position per step into spare room of their buffer (no
     torch.cat), encoder-decoder keys/values are projected once per sentence and shared by its
     beam (the encoder output stays one row per sentence, see shared_rows), and a beam reorder
-    copies each self-attention cache once, straight into a new buffer (modules/attention.py).
+    copies only the self-attention cache rows that move, in place, when few do; else each cache
+    once, straight into a new buffer (modules/attention.py).
+
+    Training skips the pads of right-padded targets in all position-wise work, the pre-softmax
+    map included: their logits are returned as zeros (modules/packing.py; the encoder does the
+    same with its source pads).
     """
 
     def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding, output_weight: Optional[Tensor] = None):
@@ -118,26 +126,41 @@ class Decoder(FairseqIncrementalDecoder):
     def forward(self, prev_output_tokens: Tensor, encoder_out: Optional[Dict[str, List[Tensor]]] = None,
                 incremental_state: Optional[IncrementalState] = None, features_only: bool = False,
                 need_attn: bool = False, need_all_weights: bool = False, **unused):
-        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state,
-                                         need_attn or self.need_attn, need_all_weights)
-        return (x if features_only else self.output_layer(x)), extra
+        x, extra, packing = self._features(prev_output_tokens, encoder_out, incremental_state,
+                                           need_attn or self.need_attn, need_all_weights)
+        # training: the pre-softmax map too runs on real positions only; pads get zero logits,
+        # which every criterion ignores (their targets are pads)
+        return padded(x if features_only else self.output_layer(x), packing), extra  # (B, T, d_model or |V|)
 
     def extract_features(self, prev_output_tokens: Tensor, encoder_out, incremental_state=None,
                          need_attn: bool = False, need_all_weights: bool = False, **unused):
         """prev_output_tokens: (B, T). Returns (B, T, d_model) features (B, 1, d_model when
         incremental) and {"attn": [encoder-decoder weights of alignment_layer averaged over heads
         (B, T, S), or None]}; need_all_weights adds every layer's per-head weights."""
+        x, extra, packing = self._features(prev_output_tokens, encoder_out, incremental_state, need_attn,
+                                           need_all_weights)
+        return padded(x, packing), extra  # (B, T, d_model)
+
+    def _features(self, prev_output_tokens: Tensor, encoder_out, incremental_state, need_attn: bool,
+                  need_all_weights: bool):
+        """extract_features with the features of the real positions only, (N, d_model), and their
+        Packing when training packs the batch (see modules/packing.py)."""
         memory, memory_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
         cache, step = None, -1
         if incremental_state is not None:
             cache = self.get_incremental_state(incremental_state, "cache") or {}
             step = prev_output_tokens.size(1) - 1
             prev_output_tokens = prev_output_tokens[:, -1:]  # (B, 1): only the newest token
-        x = self.embed(prev_output_tokens, step)  # (B, T, d_model)
+        # training on right-padded targets: position-wise work on real tokens only (packing.py);
+        # causal attention then never lets a real position see a pad
+        real = prev_output_tokens.ne(self.padding_idx)  # (B, T)
+        right_padded = cache is None and not (real[:, 1:] & ~real[:, :-1]).any()
+        packing = Packing.of(real, self.training and right_padded)
+        x = packed(self.embed(prev_output_tokens, step), packing)  # (B, T, d_model), or (N, d_model)
         attn, cross_all, self_all = None, [], []
         for i, layer in enumerate(self.layers):
             want = need_all_weights or (need_attn and i == self.alignment_layer)
-            x, w_cross, w_self = layer(x, memory, ~memory_pad, cache, need_weights=want)
+            x, w_cross, w_self = layer(x, memory, ~memory_pad, cache, need_weights=want, packing=packing)
             if need_attn and i == self.alignment_layer:
                 attn = w_cross.mean(dim=1)  # (B, T, S), averaged over heads
             cross_all.append(w_cross)
@@ -149,7 +172,7 @@ class Decoder(FairseqIncrementalDecoder):
         extra = {"attn": [attn], "inner_states": None}
         if need_all_weights:
             extra.update(cross_attn=cross_all, self_attn=self_all)
-        return x, extra
+        return x, extra, packing
 
     def output_layer(self, features: Tensor) -> Tensor:
         return F.linear(features, self.output_weight)  # (B, T, |V|) logits before softmax

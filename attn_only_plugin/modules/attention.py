@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .packing import Packing, packed, padded
+
 
 def scaled_dot_product_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, causal: bool = False,
@@ -132,31 +134,34 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, key_mask: Optional[Tensor] = None,
                 causal: bool = False, cache: Optional[Dict[str, Optional[Tensor]]] = None,
-                need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+                need_weights: bool = False, packing: Optional[Packing] = None) -> Tuple[Tensor, Optional[Tensor]]:
         """x: (B, T, d_model) queries; memory: (B_s, S, d_model) for encoder-decoder attention, else
         None (self-attention); key_mask: (B_s, S) True = real token; cache: incremental decoding
         state, filled in place (self-attention: keys/values grow by T; encoder-decoder: computed
-        once). Returns (B, T, d_model) and, if need_weights, (B, h, T, S) weights.
+        once); packing: x holds only the real rows (N, d_model) of the (B, T) queries (training,
+        see packing.py), and so does the output. Returns (B, T, d_model) and, if need_weights,
+        (B, h, T, S) weights.
 
         B_s = B except in beam search, where B = g B_s: each memory row serves g consecutive
         hypotheses (a sentence's beam, see models/encoder_decoder.py), whose queries then go
         through one attention call against that row's keys and values."""
-        B, T, _ = x.shape
         kk, vk = self.cache_key + ".k", self.cache_key + ".v"
         if self.self_attention:
-            q, k, v = self.qkv(x).split([self.h * self.d_k, self.h * self.d_k, self.h * self.d_v], -1)
+            qkv = padded(self.qkv(x), packing)  # (B, T, h (2 d_k + d_v))
+            q, k, v = qkv.split([self.h * self.d_k, self.h * self.d_k, self.h * self.d_v], -1)
             k, v = self._split_heads(k, self.d_k), self._split_heads(v, self.d_v)  # (B, h, T, d_k/d_v)
             if cache is not None:
                 k, v = append_to_cache(cache.get(kk), k), append_to_cache(cache.get(vk), v)  # (B, h, S_past + T, d)
                 cache[kk], cache[vk] = k, v
         else:
-            q = self.q(x)
+            q = padded(self.q(x), packing)  # (B, T, h d_k)
             if cache is not None and cache.get(kk) is not None:
                 k, v = cache[kk], cache[vk]  # projected once per sentence
             else:
                 k, v = self._project_kv(memory)
                 if cache is not None:
                     cache[kk], cache[vk] = k, v
+        B, T, _ = q.shape
         g = B // k.size(0)  # queries' rows per key row: 1, or the beam sharing a sentence's memory
         q = q.view(B // g, g * T, self.h, self.d_k).transpose(1, 2)  # (B_s, h, g T, d_k)
         mask = None if key_mask is None else key_mask[:, None, None, :]  # (B_s, 1, 1, S)
@@ -165,4 +170,4 @@ class MultiHeadAttention(nn.Module):
         y = y.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h d_v): Concat(head_i)
         if w is not None and g > 1:
             w = w.view(B // g, self.h, g, T, -1).transpose(1, 2).reshape(B, self.h, T, -1)  # (B, h, T, S)
-        return self.out(y), w
+        return self.out(packed(y, packing)), w

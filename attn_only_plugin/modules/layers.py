@@ -1,6 +1,7 @@
 """Encoder and decoder layers, section 3.1 of Vaswani et al. (2017).
 
-Tensor layout: (B, T, d_model) for the layer input and output; memory (B, S, d_model).
+Tensor layout: (B, T, d_model) for the layer input and output, or its real rows (N, d_model)
+when training with a Packing (see packing.py); memory (B, S, d_model).
 """
 from typing import Callable, Dict, Optional, Tuple
 
@@ -8,6 +9,7 @@ from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
 from .feed_forward import PositionwiseFeedForward
+from .packing import Packing
 
 Cache = Optional[Dict[str, Optional[Tensor]]]
 
@@ -40,9 +42,10 @@ class EncoderLayer(nn.Module):
         self.sub_attn = SublayerConnection(d_model, dropout, pre_norm)
         self.sub_ffn = SublayerConnection(d_model, dropout, pre_norm)
 
-    def forward(self, x: Tensor, key_mask: Tensor, need_weights: bool = False):
-        """x: (B, S, d_model); key_mask: (B, S) True = real token."""
-        x, w = self.sub_attn(x, lambda y: self.self_attn(y, key_mask=key_mask, need_weights=need_weights))
+    def forward(self, x: Tensor, key_mask: Tensor, need_weights: bool = False, packing: Optional[Packing] = None):
+        """x: (B, S, d_model), or (N, d_model) with packing; key_mask: (B, S) True = real token."""
+        x, w = self.sub_attn(x, lambda y: self.self_attn(y, key_mask=key_mask, need_weights=need_weights,
+                                                         packing=packing))
         x, _ = self.sub_ffn(x, lambda y: (self.ffn(y), None))
         return x, w
 
@@ -63,15 +66,16 @@ class DecoderLayer(nn.Module):
         self.sub_ffn = SublayerConnection(d_model, dropout, pre_norm)
 
     def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor, cache: Cache = None,
-                need_weights: bool = False):
-        """x: (B, T, d_model); memory: (B, S, d_model); memory_mask: (B, S) True = real token.
+                need_weights: bool = False, packing: Optional[Packing] = None):
+        """x: (B, T, d_model), or its real rows (N, d_model) with packing; memory: (B, S, d_model);
+        memory_mask: (B, S) True = real token.
         With a cache (incremental decoding) x holds only the new positions and the causal mask
         is implied: the queries see every cached position. Returns the output, the
         encoder-decoder weights (B, h, T, S) and the self-attention weights (B, h, T, T_all)."""
         causal = cache is None
         x, w_self = self.sub_self(x, lambda y: self.self_attn(
-            y, causal=causal, cache=cache, need_weights=need_weights))
+            y, causal=causal, cache=cache, need_weights=need_weights, packing=packing))
         x, w_cross = self.sub_cross(x, lambda y: self.cross_attn(
-            y, memory=memory, key_mask=memory_mask, cache=cache, need_weights=need_weights))
+            y, memory=memory, key_mask=memory_mask, cache=cache, need_weights=need_weights, packing=packing))
         x, _ = self.sub_ffn(x, lambda y: (self.ffn(y), None))
         return x, w_cross, w_self
