@@ -5,7 +5,10 @@
     python scripts/benchmark.py --preset base --device cuda --amp        # the paper's base shape
 
 Both models get identical sizes and identical weights (fairseq's converted to ours with
-attn_only_plugin.convert), and identical batches (left-padded sources, lengths 10-30 tokens).
+attn_only_plugin.convert), and identical batches (left-padded sources, lengths 10-30 tokens):
+--batching random draws each batch's lengths at random (a third of each side is padding),
+--batching sorted groups sentences of similar source length as fairseq's --max-tokens batching
+does (almost no source padding; targets of a translation still vary in length, ~20% padding).
 - training: tokens/s (target tokens) over --updates forward+backward+Adam steps after
   --warmup steps, median of --repeats; peak memory (CUDA max allocated, or the CPU process's
   peak RSS, each model measured in a process of its own);
@@ -67,23 +70,42 @@ def build_pair(shape, seed=0):
     return theirs, ours, d
 
 
-def make_batches(d, n_batches, batch_size, seed=1):
+def make_batches(d, n_batches, batch_size, seed=1, batching="random"):
+    """Sentences of 10-30 words. "random": lengths drawn per sentence, the target is the reversed
+    source; "sorted" (what fairseq's length-sorted batching gives): one source length per batch,
+    targets of that length +-25%."""
     import torch
     g = torch.Generator().manual_seed(seed)
+
+    def words(n):
+        return torch.randint(d.nspecial, len(d), (n,), generator=g)
+
     batches = []
     for _ in range(n_batches):
-        lengths = torch.randint(10, 31, (batch_size,), generator=g)
-        S = int(lengths.max()) + 1
+        if batching == "sorted":
+            n = int(torch.randint(10, 31, (), generator=g))
+            sources = [words(n) for _ in range(batch_size)]
+            targets = [words(n + int(torch.randint(-(n // 4), n // 4 + 1, (), generator=g))) for _ in range(batch_size)]
+        else:
+            sources = [words(int(n)) for n in torch.randint(10, 31, (batch_size,), generator=g)]
+            targets = [w.flip(0) for w in sources]
+        S, T = max(map(len, sources)) + 1, max(map(len, targets)) + 1
         src = torch.full((batch_size, S), d.pad())
-        tgt = torch.full((batch_size, S), d.pad())
-        for b, n in enumerate(lengths.tolist()):
-            words = torch.randint(d.nspecial, len(d), (n,), generator=g)
-            src[b, S - n - 1:] = torch.cat([words, torch.tensor([d.eos()])])  # left-padded
-            tgt[b, : n + 1] = torch.cat([words.flip(0), torch.tensor([d.eos()])])
-        prev = torch.cat([torch.full((batch_size, 1), d.eos()), tgt[:, :-1]], dim=1)
-        prev[prev == d.eos()] = d.eos()
-        batches.append(dict(src=src, lengths=lengths + 1, prev=prev, tgt=tgt))
+        tgt = torch.full((batch_size, T), d.pad())
+        for b, (w, t) in enumerate(zip(sources, targets)):
+            src[b, S - len(w) - 1:] = torch.cat([w, torch.tensor([d.eos()])])  # left-padded
+            tgt[b, : len(t) + 1] = torch.cat([t, torch.tensor([d.eos()])])  # right-padded
+        prev = torch.cat([torch.full((batch_size, 1), d.eos()), tgt[:, :-1]], dim=1)  # eos moved to the front
+        prev[tgt == d.pad()] = d.pad()
+        lengths = src.ne(d.pad()).sum(1)
+        batches.append(dict(src=src, lengths=lengths, prev=prev, tgt=tgt))
     return batches
+
+
+def pad_share(batches, pad):
+    """Share of pad positions in the sources and in the targets."""
+    return {side: sum(int(b[side].eq(pad).sum()) for b in batches) / sum(b[side].numel() for b in batches)
+            for side in ("src", "tgt")}
 
 
 def _peak_memory(device):
@@ -93,7 +115,7 @@ def _peak_memory(device):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB (Linux reports KiB)
 
 
-def train_speed(which, shape, device, amp, updates, warmup, repeats, batch_size, queue):
+def train_speed(which, shape, device, amp, updates, warmup, repeats, batch_size, batching, queue):
     """Runs in its own process: tokens/s of `which` ('ours' or 'fairseq') and peak memory."""
     import torch
     from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss
@@ -101,7 +123,7 @@ def train_speed(which, shape, device, amp, updates, warmup, repeats, batch_size,
     model = (ours if which == "ours" else theirs).to(device).train()
     del theirs, ours
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    batches = [{k: v.to(device) for k, v in b.items()} for b in make_batches(d, 4, batch_size)]
+    batches = [{k: v.to(device) for k, v in b.items()} for b in make_batches(d, 4, batch_size, batching=batching)]
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
 
@@ -128,17 +150,18 @@ def train_speed(which, shape, device, amp, updates, warmup, repeats, batch_size,
         if device == "cuda":
             torch.cuda.synchronize()
         rates.append(tokens * updates / len(batches) / (time.perf_counter() - t))
-    queue.put(dict(tokens_per_s=statistics.median(rates), peak_mib=_peak_memory(device)))
+    queue.put(dict(tokens_per_s=statistics.median(rates), peak_mib=_peak_memory(device),
+                   pad_share=pad_share(batches, d.pad())))
 
 
-def generation(shape, device, n_sentences, batch_size):
+def generation(shape, device, n_sentences, batch_size, batching):
     """Beam-4 SequenceGenerator on the same sentences for both models (same weights)."""
     import torch
     from fairseq.sequence_generator import SequenceGenerator
     theirs, ours, d = build_pair(shape)
     result = {}
     hyps = {}
-    batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2)
+    batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2, batching=batching)
     for name, model in (("fairseq", theirs), ("ours", ours)):
         model = model.to(device).eval()
         gen = SequenceGenerator([model], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
@@ -159,23 +182,23 @@ def generation(shape, device, n_sentences, batch_size):
 
 
 def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=32, n_gen=64,
-        parts=("training", "generation")):
+        parts=("training", "generation"), batching="random"):
     shape = PRESETS[preset]
     ctx = mp.get_context("spawn")
     train = {}
     for which in ("fairseq", "ours") if "training" in parts else ():
         print(f"[benchmark] training speed: {which}", file=sys.stderr)
         q = ctx.Queue()
-        p = ctx.Process(target=train_speed, args=(which, shape, device, amp, updates, warmup, repeats, batch_size, q))
+        p = ctx.Process(target=train_speed, args=(which, shape, device, amp, updates, warmup, repeats, batch_size, batching, q))
         p.start()
         train[which] = q.get()
         p.join()
     gen = {}
     if "generation" in parts:
         print("[benchmark] generation, beam 4", file=sys.stderr)
-        gen = generation(shape, device, n_gen, batch_size // 2)
+        gen = generation(shape, device, n_gen, batch_size // 2, batching)
     return dict(preset=preset, shape=shape, device=device, amp=amp, threads=int(os.environ.get("OMP_NUM_THREADS", 0)),
-                training=train, generation=gen)
+                batching=batching, training=train, generation=gen)
 
 
 def table(r) -> str:
@@ -185,8 +208,12 @@ def table(r) -> str:
     if g:
         values += [(name, g["ours"][key], g["fairseq"][key]) for name, key in
                    (("generation sentences/s", "sentences_per_s"), ("generation tokens/s", "tokens_per_s"))]
-    lines = [f"preset {r['preset']} {r['shape']} on {r['device']}{' amp' if r['amp'] else ''}",
-             f"| {'measure':<28} | {'ours':>10} | {'built-in':>10} | {'ratio':>6} |", f"|{'-' * 30}|{'-' * 12}|{'-' * 12}|{'-' * 8}|"]
+    lines = [f"preset {r['preset']} {r['shape']} on {r['device']}{' amp' if r['amp'] else ''}, {r['batching']} batches"]
+    if t:
+        pads = t["ours"]["pad_share"]
+        lines[0] += f" (training: {pads['src']:.0%} of source and {pads['tgt']:.0%} of target positions are pads)"
+    lines += [f"| {'measure':<28} | {'ours':>10} | {'built-in':>10} | {'ratio':>6} |",
+              f"|{'-' * 30}|{'-' * 12}|{'-' * 12}|{'-' * 8}|"]
     lines += [f"| {n:<28} | {a:>10.1f} | {b:>10.1f} | {a / b:>5.2f}x |" for n, a, b in values]
     if g:
         lines.append(f"identical beam-4 hypotheses: {g['identical_hypotheses']}")
@@ -205,9 +232,12 @@ def main(argv=None) -> None:
     p.add_argument("--generate", type=int, default=64, help="sentences to translate")
     p.add_argument("--parts", nargs="+", choices=["training", "generation"], default=["training", "generation"],
                    help="what to measure (default: both)")
+    p.add_argument("--batching", choices=["random", "sorted"], default="random",
+                   help="random: lengths drawn per sentence; sorted: one source length per batch, as "
+                        "fairseq's length-sorted batching gives (default: random)")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
-    r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts)
+    r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts, a.batching)
     print(table(r))
     if a.out:
         a.out.write_text(json.dumps(r, indent=2))
