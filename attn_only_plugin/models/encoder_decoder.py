@@ -105,9 +105,10 @@ class Decoder(FairseqIncrementalDecoder):
     copies only the self-attention cache rows that move, in place, when few do; else each cache
     once, straight into a new buffer (modules/attention.py).
 
-    Training skips the pads of right-padded targets in all position-wise work, the pre-softmax
-    map included: their logits are returned as zeros (modules/packing.py; the encoder does the
-    same with its source pads).
+    Training skips the pads of right-padded targets in the layers' position-wise work
+    (modules/packing.py; the encoder does the same with its source pads). The pre-softmax map
+    runs on every position: packing it was slower at d_model 128 (the logits' scatter and gather
+    cost more than the pads' GEMM rows) and no faster at 512.
     """
 
     def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding, output_weight: Optional[Tensor] = None):
@@ -126,36 +127,26 @@ class Decoder(FairseqIncrementalDecoder):
     def forward(self, prev_output_tokens: Tensor, encoder_out: Optional[Dict[str, List[Tensor]]] = None,
                 incremental_state: Optional[IncrementalState] = None, features_only: bool = False,
                 need_attn: bool = False, need_all_weights: bool = False, **unused):
-        x, extra, packing = self._features(prev_output_tokens, encoder_out, incremental_state,
-                                           need_attn or self.need_attn, need_all_weights)
-        # training: the pre-softmax map too runs on real positions only; pads get zero logits,
-        # which every criterion ignores (their targets are pads)
-        return padded(x if features_only else self.output_layer(x), packing), extra  # (B, T, d_model or |V|)
+        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state,
+                                         need_attn or self.need_attn, need_all_weights)
+        return (x if features_only else self.output_layer(x)), extra
 
     def extract_features(self, prev_output_tokens: Tensor, encoder_out, incremental_state=None,
                          need_attn: bool = False, need_all_weights: bool = False, **unused):
         """prev_output_tokens: (B, T). Returns (B, T, d_model) features (B, 1, d_model when
         incremental) and {"attn": [encoder-decoder weights of alignment_layer averaged over heads
         (B, T, S), or None]}; need_all_weights adds every layer's per-head weights."""
-        x, extra, packing = self._features(prev_output_tokens, encoder_out, incremental_state, need_attn,
-                                           need_all_weights)
-        return padded(x, packing), extra  # (B, T, d_model)
-
-    def _features(self, prev_output_tokens: Tensor, encoder_out, incremental_state, need_attn: bool,
-                  need_all_weights: bool):
-        """extract_features with the features of the real positions only, (N, d_model), and their
-        Packing when training packs the batch (see modules/packing.py)."""
         memory, memory_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
         cache, step = None, -1
         if incremental_state is not None:
             cache = self.get_incremental_state(incremental_state, "cache") or {}
             step = prev_output_tokens.size(1) - 1
             prev_output_tokens = prev_output_tokens[:, -1:]  # (B, 1): only the newest token
-        # training on right-padded targets: position-wise work on real tokens only (packing.py);
-        # causal attention then never lets a real position see a pad
-        real = prev_output_tokens.ne(self.padding_idx)  # (B, T)
-        right_padded = cache is None and not (real[:, 1:] & ~real[:, :-1]).any()
-        packing = Packing.of(real, self.training and right_padded)
+        packing = None
+        if self.training and cache is None:  # position-wise work on real tokens only (packing.py)
+            real = prev_output_tokens.ne(self.padding_idx)  # (B, T)
+            right_padded = not (real[:, 1:] & ~real[:, :-1]).any()  # then causal attention hides every pad
+            packing = Packing.of(real, right_padded)
         x = packed(self.embed(prev_output_tokens, step), packing)  # (B, T, d_model), or (N, d_model)
         attn, cross_all, self_all = None, [], []
         for i, layer in enumerate(self.layers):
@@ -169,10 +160,11 @@ class Decoder(FairseqIncrementalDecoder):
             self.set_incremental_state(incremental_state, "cache", cache)
         if self.final_norm is not None:
             x = self.final_norm(x)
+        x = padded(x, packing)  # (B, T, d_model)
         extra = {"attn": [attn], "inner_states": None}
         if need_all_weights:
             extra.update(cross_attn=cross_all, self_attn=self_all)
-        return x, extra, packing
+        return x, extra
 
     def output_layer(self, features: Tensor) -> Tensor:
         return F.linear(features, self.output_weight)  # (B, T, |V|) logits before softmax

@@ -11,10 +11,9 @@ Tensor layout: packed (N, D), padded (B, T, D).
 """
 from typing import Optional
 
-import torch
 from torch import Tensor
 
-MIN_PAD_FRACTION = 0.05  # below this, gathering and scattering cost more than the pads they skip
+MIN_PAD_FRACTION = 0.05  # fewer pads than this: not packed, the gathers and scatters would eat the gain
 
 
 class Packing:

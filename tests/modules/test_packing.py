@@ -75,7 +75,7 @@ def _saved_for_backward_bytes(model, src, prev):
 
 def test_packing_keeps_less_for_backward(monkeypatch):
     """Packed activations are smaller, and unpacking keeps nothing but the index (index_copy would
-    keep each packed projection and the logits: more memory than not packing at all)."""
+    keep each packed projection: more memory than not packing at all)."""
     dictionary = make_dictionary(200)  # logits and FFN activations outweigh attention's, as in real models
     model = build_model(dictionary, d_ff=256).train()
     src, prev = random_batch(dictionary, B=4, S=12, T=12)
