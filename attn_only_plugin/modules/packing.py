@@ -38,14 +38,16 @@ class Packing:
 
     def unpack(self, x: Tensor) -> Tensor:
         """(N, D) -> (B, T, D), zeros at the pads (attention masks or never reads them)."""
-        padded = x.new_zeros(self.B * self.T, x.size(-1))  # (B T, D)
+        rows = x.new_zeros(self.B * self.T, x.size(-1))  # (B T, D)
         # index_put_ in place: one buffer, and autograd keeps only the index (index_copy would keep x)
-        return padded.index_put_((self.index,), x).view(self.B, self.T, -1)  # (B, T, D)
+        return rows.index_put_((self.index,), x).view(self.B, self.T, -1)  # (B, T, D)
 
 
 def packed(x: Tensor, packing: Optional[Packing]) -> Tensor:
+    """x (B, T, D) as its real rows (N, D) when packing, else unchanged."""
     return x if packing is None else packing.pack(x)
 
 
 def padded(x: Tensor, packing: Optional[Packing]) -> Tensor:
+    """Real rows x (N, D) back to (B, T, D) when packing, else unchanged."""
     return x if packing is None else packing.unpack(x)
