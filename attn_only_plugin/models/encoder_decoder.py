@@ -12,7 +12,7 @@ from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 from torch import Tensor, nn
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
-from ..modules import kv_cache
+from ..modules.attention import moved_rows, reorder_cache
 from ..modules.packing import Packing, packed, padded
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
@@ -98,11 +98,12 @@ class Decoder(FairseqIncrementalDecoder):
     """Section 3.1: N identical layers with masked self-attention and encoder-decoder attention,
     then the pre-softmax linear map (section 3.4), shared with the embeddings when asked.
 
-    Incremental decoding keeps one flat cache dict: every layer's self-attention keys and values
-    in one buffer that grows into spare room and follows a beam reorder with one gather into a
-    second buffer (modules/kv_cache.py), and each layer's encoder-decoder keys and values
-    ("<layer>.cross.k/v"), projected once per sentence and shared by its beam (the encoder
-    output stays one row per sentence, see shared_rows).
+    Incremental decoding keeps one flat cache dict ("<layer>.self.k", "<layer>.cross.v", ...):
+    self-attention keys/values grow by one position per step into spare room of their buffer (no
+    torch.cat), encoder-decoder keys/values are projected once per sentence and shared by its
+    beam (the encoder output stays one row per sentence, see shared_rows), and a beam reorder
+    copies only the self-attention cache rows that move, in place, when few do; else each cache
+    once, straight into a new buffer (modules/attention.py).
 
     Training skips the pads of right-padded targets in the layers' position-wise work
     (modules/packing.py; the encoder does the same with its source pads). The pre-softmax map
@@ -156,7 +157,6 @@ class Decoder(FairseqIncrementalDecoder):
             cross_all.append(w_cross)
             self_all.append(w_self)
         if cache is not None:
-            kv_cache.commit(cache, len(self.layers), prev_output_tokens.size(1))
             self.set_incremental_state(incremental_state, "cache", cache)
         if self.final_norm is not None:
             x = self.final_norm(x)
@@ -170,20 +170,22 @@ class Decoder(FairseqIncrementalDecoder):
         return F.linear(features, self.output_weight)  # (B, T, |V|) logits before softmax
 
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor):
-        """Beam search reorders hypotheses: the self-attention cache follows with one gather
-        (kv_cache.reorder); encoder-decoder keys and values (one row per g hypotheses) follow
-        the same rule as the encoder output (shared_rows), so reordering within the beams
-        copies none of them."""
+        """Beam search reorders hypotheses: self-attention caches follow (in place, row by row, when
+        few hypotheses move; see reorder_cache); encoder-decoder
+        keys and values (one row per g hypotheses) follow the same rule as the encoder output
+        (shared_rows), so reordering within the beams copies nothing."""
         cache = self.get_incremental_state(incremental_state, "cache")
         if cache is None:
             return
-        joint = cache.get(kv_cache.SELF_KV)
+        self_keys = [k for k, v in cache.items() if ".self." in k and v is not None]
         cross_keys = [k for k, v in cache.items() if ".cross." in k and v is not None]
-        if cross_keys and joint is not None:
-            rows, _ = shared_rows(new_order, joint.size(0) // cache[cross_keys[0]].size(0))
+        if cross_keys and self_keys:
+            rows, _ = shared_rows(new_order, cache[self_keys[0]].size(0) // cache[cross_keys[0]].size(0))
             for key, value in zip(cross_keys, select_rows([cache[k] for k in cross_keys], rows)):
                 cache[key] = value
-        kv_cache.reorder(cache, new_order)
+        moved = moved_rows(new_order) if self_keys and new_order.numel() == cache[self_keys[0]].size(0) else None
+        for key in self_keys:
+            cache[key] = reorder_cache(cache[key], new_order, moved)
         self.set_incremental_state(incremental_state, "cache", cache)
 
     def reorder_incremental_state_scripting(self, incremental_state: IncrementalState, new_order: Tensor):

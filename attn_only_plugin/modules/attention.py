@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .kv_cache import layer_keys_values
 from .packing import Packing, packed, padded
 
 
@@ -39,6 +38,67 @@ def scaled_dot_product_attention(
     return F.dropout(weights, dropout_p) @ v, weights  # (B, h, T, d_v)
 
 
+CACHE_CHUNK = 32  # positions of spare room a self-attention cache buffer gets when it grows
+
+
+def spare_positions(cached: Tensor) -> int:
+    """How many positions `cached` (B, h, S, d) can grow by in place: C - S when it is the
+    [:, :, :S] view of a contiguous (B, h, C, d) buffer made by append_to_cache or reorder_cache,
+    else 0. Growing in place assumes one decoding continues from a cache dict (as fairseq's
+    generators do), not two continuations from the same one."""
+    B, h, S, d = cached.shape
+    C = cached.stride(1) // d if d else 0
+    ours = (cached.stride(3) == 1 and cached.stride(2) == d and cached.stride(1) == C * d
+            and cached.stride(0) == h * C * d and cached.storage_offset() == 0
+            and cached.untyped_storage().nbytes() >= B * h * C * d * cached.element_size())
+    return C - S if ours and C > S else 0
+
+
+def _tracks_grad(*tensors: Optional[Tensor]) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def append_to_cache(cached: Optional[Tensor], new: Tensor) -> Tensor:
+    """Self-attention keys or values of earlier steps (B, h, S, d) followed by the new ones
+    (B, h, T, d): written into the spare room of the buffer behind `cached` when it has some (no
+    copy of the S cached positions, unlike torch.cat), else into a new buffer with CACHE_CHUNK
+    positions to spare. Returns the (B, h, S + T, d) view."""
+    if _tracks_grad(cached, new):  # autograd: no writes into buffers that earlier steps saved
+        return new if cached is None else torch.cat([cached, new], dim=2)  # (B, h, S + T, d)
+    B, h, T, d = new.shape
+    S = 0 if cached is None else cached.size(2)
+    if cached is not None and spare_positions(cached) >= T:
+        grown = cached.as_strided((B, h, S + T, d), cached.stride())  # (B, h, S + T, d) view of the buffer
+    else:
+        grown = new.new_empty(B, h, S + T + CACHE_CHUNK, d)[:, :, :S + T]  # (B, h, S + T, d) view of (B, h, C, d)
+        if cached is not None:
+            grown[:, :, :S] = cached
+    grown[:, :, S:] = new
+    return grown
+
+
+def moved_rows(order: Tensor) -> Optional[Tensor]:
+    """Rows i with order[i] != i, when fewer than half move (beam search keeps most hypotheses
+    in place from one step to the next); None when a full reorder is cheaper."""
+    moved = (order != torch.arange(order.numel(), device=order.device)).nonzero().squeeze(1)  # (M,)
+    return moved if 2 * moved.numel() < order.numel() else None
+
+
+def reorder_cache(cached: Tensor, order: Tensor, moved: Optional[Tensor] = None) -> Tensor:
+    """cached[order] along the batch (beam search). With `moved` (moved_rows(order), same batch
+    size) only those rows are copied, in place; otherwise all rows are copied once, straight into
+    a new buffer with the same spare room, so that the next append_to_cache writes in place."""
+    if _tracks_grad(cached):
+        return cached.index_select(0, order)
+    if moved is not None and order.numel() == cached.size(0):
+        if moved.numel():
+            cached[moved] = cached.index_select(0, order[moved])  # (M, h, S, d): read first, then written
+        return cached
+    B, h, S, d = cached.shape
+    buffer = cached.new_empty(order.numel(), h, S + (spare_positions(cached) or CACHE_CHUNK), d)  # (B', h, C, d)
+    return torch.index_select(cached, 0, order, out=buffer[:, :, :S])  # (B', h, S, d) view
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, section 3.2.2.
 
@@ -48,15 +108,13 @@ class MultiHeadAttention(nn.Module):
     (d_model -> h(2 d_k + d_v)) matmul, in encoder-decoder attention K and V are fused and computed
     once per sentence when decoding incrementally. Projections carry biases (the paper's equations
     have none; tensor2tensor and fairseq use them, and the weight converter needs them).
-    `layer` is the decoder layer's place in the incremental-decoding cache: its slot of the
-    shared self-attention buffer (kv_cache.py), or its "<layer>.cross.k/v" entries.
     """
 
     def __init__(self, d_model: int, h: int, d_k: int, d_v: int, dropout: float = 0.0,
-                 self_attention: bool = True, layer: int = 0):
+                 self_attention: bool = True, cache_key: str = "attn"):
         super().__init__()
         self.h, self.d_k, self.d_v, self.dropout = h, d_k, d_v, dropout
-        self.self_attention, self.layer = self_attention, layer
+        self.self_attention, self.cache_key = self_attention, cache_key
         if self_attention:
             self.qkv = nn.Linear(d_model, h * (2 * d_k + d_v))  # [W^Q | W^K | W^V]
         else:
@@ -87,15 +145,16 @@ class MultiHeadAttention(nn.Module):
         B_s = B except in beam search, where B = g B_s: each memory row serves g consecutive
         hypotheses (a sentence's beam, see models/encoder_decoder.py), whose queries then go
         through one attention call against that row's keys and values."""
+        kk, vk = self.cache_key + ".k", self.cache_key + ".v"
         if self.self_attention:
             qkv = padded(self.qkv(x), packing)  # (B, T, h (2 d_k + d_v))
             q, k, v = qkv.split([self.h * self.d_k, self.h * self.d_k, self.h * self.d_v], -1)
             k, v = self._split_heads(k, self.d_k), self._split_heads(v, self.d_v)  # (B, h, T, d_k/d_v)
             if cache is not None:
-                k, v = layer_keys_values(cache, self.layer, k, v)  # (B, h, S_past + T, d_k/d_v)
+                k, v = append_to_cache(cache.get(kk), k), append_to_cache(cache.get(vk), v)  # (B, h, S_past + T, d)
+                cache[kk], cache[vk] = k, v
         else:
             q = padded(self.q(x), packing)  # (B, T, h d_k)
-            kk, vk = f"{self.layer}.cross.k", f"{self.layer}.cross.v"
             if cache is not None and cache.get(kk) is not None:
                 k, v = cache[kk], cache[vk]  # projected once per sentence
             else:

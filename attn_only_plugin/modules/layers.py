@@ -57,9 +57,9 @@ class DecoderLayer(nn.Module):
                  index: int = 0):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, attention_dropout,
-                                            self_attention=True, layer=index)
+                                            self_attention=True, cache_key=f"{index}.self")
         self.cross_attn = MultiHeadAttention(d_model, h, d_k, d_v, attention_dropout,
-                                             self_attention=False, layer=index)
+                                             self_attention=False, cache_key=f"{index}.cross")
         self.ffn = PositionwiseFeedForward(d_model, d_ff, relu_dropout)
         self.sub_self = SublayerConnection(d_model, dropout, pre_norm)
         self.sub_cross = SublayerConnection(d_model, dropout, pre_norm)

@@ -100,11 +100,12 @@ def test_beam_shares_encoder_rows_and_equals_full(dictionary):
         assert memory.size(0) == 2 and int(enc["beam"][0]) == 3
         src, prev = src[expand], prev[expand].clone()
         prev[:, 2:] = torch.randint(4, len(dictionary), (6, prev.size(1) - 2))  # hypotheses differ
+        # step 3 moves one row of six: copied in place (reorder_cache's `moved` path)
         orders = {2: torch.tensor([2, 0, 2, 3, 5, 4]), 3: torch.tensor([0, 1, 2, 3, 3, 5]), 4: torch.tensor([4, 3, 3])}
         enc, state = _decode_with_reorders(model, src, prev, enc, orders)
         cache = model.decoder.get_incremental_state(state, "cache")
         assert enc["encoder_out"][0].size(0) == cache["0.cross.k"].size(0) == 1 and int(enc["beam"][0]) == 3
-        assert cache["self.kv"].shape == (3, 2, 2, 4, prev.size(1), 8)  # (B, N, 2, h, S, d): one buffer
+        assert cache["0.self.k"].size(0) == 3
 
 
 def test_a_reorder_is_one_call_not_a_walk_over_modules(dictionary, monkeypatch):
@@ -132,6 +133,20 @@ def test_shared_memory_gives_the_same_weights(dictionary):
     b, extra_b = model.decoder(prev[expand], encoder_out=copied, need_attn=True, need_all_weights=True)
     assert torch.allclose(a, b, atol=1e-5) and torch.allclose(extra_a["attn"][0], extra_b["attn"][0], atol=1e-6)
     assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(extra_a["cross_attn"], extra_b["cross_attn"]))
+
+
+def test_reorder_in_place_moves_only_rows_that_change():
+    from attn_only_plugin.modules.attention import append_to_cache, moved_rows, reorder_cache
+    cache = append_to_cache(None, torch.arange(6.0).view(6, 1, 1, 1).expand(6, 2, 3, 4).contiguous())
+    order = torch.tensor([0, 1, 1, 3, 4, 5])
+    moved = moved_rows(order)
+    assert moved.tolist() == [2]
+    out = reorder_cache(cache, order, moved)
+    assert out.data_ptr() == cache.data_ptr()  # same buffer, spare room kept
+    assert out[:, 0, 0, 0].tolist() == [0, 1, 1, 3, 4, 5]
+    assert moved_rows(torch.tensor([1, 0, 3, 2])) is None  # most rows move: one gather instead
+    with torch.no_grad():
+        assert append_to_cache(out, torch.zeros(6, 2, 1, 4)).data_ptr() == cache.data_ptr()
 
 
 def test_shared_rows_rule():
