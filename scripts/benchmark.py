@@ -10,10 +10,15 @@ attn_only_plugin.convert), and identical batches (left-padded sources, lengths 1
 --batching sorted groups sentences of similar source length as fairseq's --max-tokens batching
 does (almost no source padding; targets of a translation still vary in length, ~20% padding).
 - training: tokens/s (target tokens) over --updates forward+backward+Adam steps after
-  --warmup steps, median of --repeats; peak memory (CUDA max allocated, or the CPU process's
-  peak RSS, each model measured in a process of its own);
-- generation: fairseq's SequenceGenerator, beam 4, lenpen 0.6, on the same sentences:
-  sentences/s and tokens/s, and whether both produce identical hypotheses.
+  --warmup steps, median of --repeats, each repeat a fresh process per model, the two models in
+  turns; peak memory (CUDA max allocated, or the CPU process's peak RSS); model FLOP/s by the
+  analytic count of training_flops.py and MFU against the device's peak (--peak-tflops, or the
+  data sheet's for known GPUs);
+- generation: fairseq's SequenceGenerator, beam 4, lenpen 0.6, on the same sentences, the two
+  models taking turns batch by batch: sentences/s and tokens/s (median of --repeats), and
+  whether both produce identical hypotheses.
+Turns, not one model after the other: shared and virtual machines drift in speed by 10-30%
+within minutes, which one-after-the-other runs read as a difference between the models.
 Prints one table (ours, built-in, ratio) and writes JSON. A script, not a timed test.
 """
 import argparse
@@ -27,6 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # training_flops.py beside this file
 
 PRESETS = {  # d_model, d_ff, heads, layers, vocab
     "tiny": dict(d_model=64, d_ff=256, heads=4, layers=2, vocab=1000),
@@ -115,8 +121,35 @@ def _peak_memory(device):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB (Linux reports KiB)
 
 
-def train_speed(which, shape, device, amp, updates, warmup, repeats, batch_size, batching, queue):
-    """Runs in its own process: tokens/s of `which` ('ours' or 'fairseq') and peak memory."""
+def peak_tflops(device, amp, given=None):
+    """The rate MFU is measured against: `given`, else the data-sheet peak of a known GPU
+    (scripts/training_flops.py's table: bf16/fp16 tensor cores with --amp, else fp32), else None
+    (a CPU's peak depends on its clock and vector units: give --peak-tflops)."""
+    if given:
+        return given
+    if device != "cuda":
+        return None
+    import torch
+    from training_flops import TFLOPS
+    name = torch.cuda.get_device_name()
+    table = TFLOPS["bf16" if amp else "fp32"]
+    return next((rate for gpu, rate in table.items() if gpu in name), None)
+
+
+def model_flops(batch, shape, pad) -> float:
+    """FLOPs of one training step on `batch` by the analytic count of scripts/training_flops.py
+    (forward + backward = 3 x forward, real tokens only, attention over each sentence's own
+    lengths): the work the paper's model needs, whatever the implementation computes besides."""
+    from training_flops import attention_flops, layer_params
+    p_enc, p_dec = layer_params(shape["layers"], shape["d_model"], shape["d_ff"], shape["vocab"])
+    S, T = batch["src"].ne(pad).sum(1).tolist(), batch["tgt"].ne(pad).sum(1).tolist()
+    attention = sum(attention_flops(shape["layers"], shape["d_model"], s, t, s, t) for s, t in zip(S, T))
+    return 6 * (p_enc * sum(S) + p_dec * sum(T)) + 3 * attention
+
+
+def train_speed(which, shape, device, amp, updates, warmup, batch_size, batching, queue):
+    """Runs in its own process: one timed repeat of `which` ('ours' or 'fairseq'): target tokens/s
+    and model FLOP/s over `updates` steps after `warmup` steps, and the process's peak memory."""
     import torch
     from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss
     theirs, ours, d = build_pair(shape)
@@ -139,72 +172,89 @@ def train_speed(which, shape, device, amp, updates, warmup, repeats, batch_size,
 
     for i in range(warmup):
         step(batches[i % len(batches)])
-    rates = []
-    tokens = sum(int(b["tgt"].ne(d.pad()).sum()) for b in batches)
-    for _ in range(repeats):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        for i in range(updates):
-            step(batches[i % len(batches)])
-        if device == "cuda":
-            torch.cuda.synchronize()
-        rates.append(tokens * updates / len(batches) / (time.perf_counter() - t))
-    queue.put(dict(tokens_per_s=statistics.median(rates), peak_mib=_peak_memory(device),
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for i in range(updates):
+        step(batches[i % len(batches)])
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t
+    tokens = sum(int(batches[i % len(batches)]["tgt"].ne(d.pad()).sum()) for i in range(updates))
+    flops = sum(model_flops(batches[i % len(batches)], shape, d.pad()) for i in range(updates))
+    queue.put(dict(tokens_per_s=tokens / seconds, flops_per_s=flops / seconds, peak_mib=_peak_memory(device),
                    pad_share=pad_share(batches, d.pad())))
 
 
-def generation(shape, device, n_sentences, batch_size, batching):
-    """Beam-4 SequenceGenerator on the same sentences for both models (same weights)."""
+def generation(shape, device, n_sentences, batch_size, batching, repeats=1):
+    """Beam-4 SequenceGenerator on the same sentences for both models (same weights). The two
+    take turns batch by batch (who goes first alternates), so that a machine whose speed drifts
+    slows both alike; each repeat translates every sentence once with each model, and speeds are
+    the medians over repeats."""
     import torch
     from fairseq.sequence_generator import SequenceGenerator
     theirs, ours, d = build_pair(shape)
-    result = {}
-    hyps = {}
+    models = {"fairseq": theirs.to(device).eval(), "ours": ours.to(device).eval()}
+    gens = {name: SequenceGenerator([m], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
+            for name, m in models.items()}
     batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2, batching=batching)
-    for name, model in (("fairseq", theirs), ("ours", ours)):
-        model = model.to(device).eval()
-        gen = SequenceGenerator([model], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
-        out_tokens, t = [], time.perf_counter()
-        with torch.no_grad():
-            for b in batches:
+    seconds = {name: [0.0] * repeats for name in models}
+    hyps = {name: [] for name in models}
+    with torch.no_grad():
+        for r in range(repeats):
+            for i, b in enumerate(batches):
                 sample = {"net_input": {"src_tokens": b["src"].to(device), "src_lengths": b["lengths"].to(device)}}
-                out = gen.generate([model], sample)
-                out_tokens += [h[0]["tokens"].tolist() for h in out]
-        if device == "cuda":
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - t
-        hyps[name] = out_tokens
-        result[name] = dict(sentences_per_s=len(out_tokens) / seconds,
-                            tokens_per_s=sum(map(len, out_tokens)) / seconds)
+                for name in (("fairseq", "ours") if (r + i) % 2 == 0 else ("ours", "fairseq")):
+                    t = time.perf_counter()
+                    out = gens[name].generate([models[name]], sample)
+                    if device == "cuda":
+                        torch.cuda.synchronize()
+                    seconds[name][r] += time.perf_counter() - t
+                    if r == 0:
+                        hyps[name] += [h[0]["tokens"].tolist() for h in out]
+    result = {}
+    for name in models:
+        s = statistics.median(seconds[name])
+        result[name] = dict(sentences_per_s=len(hyps[name]) / s, tokens_per_s=sum(map(len, hyps[name])) / s)
+    result["ratio_per_repeat"] = [f / o for f, o in zip(seconds["fairseq"], seconds["ours"])]
     result["identical_hypotheses"] = hyps["ours"] == hyps["fairseq"]
     return result
 
 
 def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=32, n_gen=64,
-        parts=("training", "generation"), batching="random"):
+        parts=("training", "generation"), batching="random", peak=None):
     shape = PRESETS[preset]
+    peak = peak_tflops(device, amp, peak)
     ctx = mp.get_context("spawn")
-    train = {}
-    for which in ("fairseq", "ours") if "training" in parts else ():
-        print(f"[benchmark] training speed: {which}", file=sys.stderr)
-        q = ctx.Queue()
-        p = ctx.Process(target=train_speed, args=(which, shape, device, amp, updates, warmup, repeats, batch_size, batching, q))
-        p.start()
-        train[which] = q.get()
-        p.join()
+    train, runs = {}, {"fairseq": [], "ours": []}
+    for r in range(repeats if "training" in parts else 0):  # one process per model and repeat, in turns
+        for which in ("fairseq", "ours") if r % 2 == 0 else ("ours", "fairseq"):
+            print(f"[benchmark] training speed: {which}, repeat {r + 1} of {repeats}", file=sys.stderr)
+            q = ctx.Queue()
+            p = ctx.Process(target=train_speed, args=(which, shape, device, amp, updates, warmup, batch_size, batching, q))
+            p.start()
+            runs[which].append(q.get())
+            p.join()
+    for which, rs in runs.items():
+        if rs:
+            train[which] = {key: statistics.median(x[key] for x in rs) for key in ("tokens_per_s", "flops_per_s")}
+            train[which].update(peak_mib=max(x["peak_mib"] for x in rs), pad_share=rs[0]["pad_share"],
+                                tokens_per_s_per_repeat=[x["tokens_per_s"] for x in rs])
+            train[which]["mfu"] = train[which]["flops_per_s"] / (peak * 1e12) if peak else None
     gen = {}
     if "generation" in parts:
         print("[benchmark] generation, beam 4", file=sys.stderr)
-        gen = generation(shape, device, n_gen, batch_size // 2, batching)
+        gen = generation(shape, device, n_gen, batch_size // 2, batching, repeats)
     return dict(preset=preset, shape=shape, device=device, amp=amp, threads=int(os.environ.get("OMP_NUM_THREADS", 0)),
-                batching=batching, training=train, generation=gen)
+                batching=batching, peak_tflops=peak, training=train, generation=gen)
 
 
 def table(r) -> str:
     t, g = r["training"], r["generation"]
     rows = [("training tokens/s", "tokens_per_s"), ("training peak memory (MiB)", "peak_mib")] if t else []
     values = [(name, t["ours"][key], t["fairseq"][key]) for name, key in rows]
+    if t:
+        values.append(("training model GFLOP/s", t["ours"]["flops_per_s"] / 1e9, t["fairseq"]["flops_per_s"] / 1e9))
     if g:
         values += [(name, g["ours"][key], g["fairseq"][key]) for name, key in
                    (("generation sentences/s", "sentences_per_s"), ("generation tokens/s", "tokens_per_s"))]
@@ -215,6 +265,10 @@ def table(r) -> str:
     lines += [f"| {'measure':<28} | {'ours':>10} | {'built-in':>10} | {'ratio':>6} |",
               f"|{'-' * 30}|{'-' * 12}|{'-' * 12}|{'-' * 8}|"]
     lines += [f"| {n:<28} | {a:>10.1f} | {b:>10.1f} | {a / b:>5.2f}x |" for n, a, b in values]
+    if t:
+        mfu = (f"{t['ours']['mfu']:.1%} ours, {t['fairseq']['mfu']:.1%} built-in of {r['peak_tflops']:g} TFLOP/s"
+               if t["ours"]["mfu"] is not None else "not known without the device's peak (--peak-tflops)")
+        lines.append(f"training model FLOPs utilisation: {mfu}")
     if g:
         lines.append(f"identical beam-4 hypotheses: {g['identical_hypotheses']}")
     return "\n".join(lines)
@@ -235,9 +289,12 @@ def main(argv=None) -> None:
     p.add_argument("--batching", choices=["random", "sorted"], default="random",
                    help="random: lengths drawn per sentence; sorted: one source length per batch, as "
                         "fairseq's length-sorted batching gives (default: random)")
+    p.add_argument("--peak-tflops", type=float,
+                   help="the device's peak rate for MFU (default: the data sheet's, for known GPUs)")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
-    r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts, a.batching)
+    r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts, a.batching,
+          a.peak_tflops)
     print(table(r))
     if a.out:
         a.out.write_text(json.dumps(r, indent=2))

@@ -5,15 +5,30 @@ import json
 
 def test_tiny_benchmark_runs_and_hypotheses_match(cli, tmp_path):
     out = tmp_path / "bench.json"
-    proc = cli("benchmark", "--preset", "tiny", "--updates", "1", "--warmup", "0", "--repeats", "1",
-               "--batch-size", "4", "--generate", "4", "--out", out)
+    proc = cli("benchmark", "--preset", "tiny", "--updates", "1", "--warmup", "0", "--repeats", "2",
+               "--batch-size", "4", "--generate", "4", "--peak-tflops", "1", "--out", out)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "identical beam-4 hypotheses: True" in proc.stdout
+    assert "training model FLOPs utilisation: " in proc.stdout and "of 1 TFLOP/s" in proc.stdout
     r = json.loads(out.read_text())
-    assert r["generation"]["identical_hypotheses"] is True
+    assert r["generation"]["identical_hypotheses"] is True and len(r["generation"]["ratio_per_repeat"]) == 2
     for which in ("ours", "fairseq"):
-        assert r["training"][which]["tokens_per_s"] > 0 and r["training"][which]["peak_mib"] > 0
+        t = r["training"][which]
+        assert t["tokens_per_s"] > 0 and t["peak_mib"] > 0 and len(t["tokens_per_s_per_repeat"]) == 2
+        assert 0 < t["mfu"] == t["flops_per_s"] / 1e12
         assert r["generation"][which]["sentences_per_s"] > 0
+
+
+def test_model_flops_hand_computed(script):
+    """N=1, d=4, d_ff=8, V=10: P_enc = 4*16 + 2*4*8 = 128, P_dec = 8*16 + 64 + 40 = 232; sources of 2
+    and 3 real tokens, targets of 2 and 2: 6 (128*5 + 232*4) = 9408, plus 3 x attention
+    4*1*4 ((2*2 + 4*2) + (3*3 + 5*2)) = 3 * 496 = 1488."""
+    import torch
+    bench = script("benchmark")
+    shape = dict(d_model=4, d_ff=8, heads=2, layers=1, vocab=10)
+    batch = {"src": torch.tensor([[1, 5, 2], [5, 6, 2]]), "tgt": torch.tensor([[7, 2], [8, 2]])}
+    assert bench.model_flops(batch, shape, pad=1) == 9408 + 1488
+    assert bench.peak_tflops("cpu", False) is None and bench.peak_tflops("cpu", False, 2.5) == 2.5
 
 
 def test_generation_only(cli):
