@@ -12,7 +12,7 @@ from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 from torch import Tensor, nn
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
-from ..modules.attention import moved_rows, reorder_cache
+from ..modules.cache import history_mask, moved_rows, new_history, per_hypothesis, reorder_cache, reorder_history
 from ..modules.packing import Packing, packed, padded
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
@@ -148,10 +148,12 @@ class Decoder(FairseqIncrementalDecoder):
             right_padded = not (real[:, 1:] & ~real[:, :-1]).any()  # then causal attention hides every pad
             packing = Packing.of(real, right_padded)
         x = packed(self.embed(prev_output_tokens, step), packing)  # (B, T, d_model), or (N, d_model)
+        history = None if cache is None else self._history_mask(cache, prev_output_tokens.size(0), memory, step)
         attn, cross_all, self_all = None, [], []
         for i, layer in enumerate(self.layers):
             want = need_all_weights or (need_attn and i == self.alignment_layer)
-            x, w_cross, w_self = layer(x, memory, ~memory_pad, cache, need_weights=want, packing=packing)
+            x, w_cross, w_self = layer(x, memory, ~memory_pad, cache, need_weights=want, packing=packing,
+                                       history=history)
             if need_attn and i == self.alignment_layer:
                 attn = w_cross.mean(dim=1)  # (B, T, S), averaged over heads
             cross_all.append(w_cross)
@@ -166,23 +168,53 @@ class Decoder(FairseqIncrementalDecoder):
             extra.update(cross_attn=cross_all, self_attn=self_all)
         return x, extra
 
+    @staticmethod
+    def _history_mask(cache, B: int, memory: Tensor, step: int) -> Optional[Tensor]:
+        """The self-attention mask of this step, (B_s, 1, g, E), when the self-attention cache is
+        shared by each beam (modules/cache.py): from the first step on whenever the encoder output
+        is (B = g B_s hypotheses on B_s memory rows), until an order breaks a beam apart."""
+        table = cache.get("beam.history")
+        if step == 0 and B > memory.size(0):
+            table = new_history(memory.size(0), B // memory.size(0), memory.device)
+        if table is None:
+            return None
+        cache["beam.history"], mask = history_mask(table, step)
+        return mask
+
     def output_layer(self, features: Tensor) -> Tensor:
         return F.linear(features, self.output_weight)  # (B, T, |V|) logits before softmax
 
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor):
-        """Beam search reorders hypotheses: self-attention caches follow (in place, row by row, when
-        few hypotheses move; see reorder_cache); encoder-decoder
-        keys and values (one row per g hypotheses) follow the same rule as the encoder output
-        (shared_rows), so reordering within the beams copies nothing."""
+        """Beam search reorders hypotheses. Encoder-decoder keys and values (one row per g
+        hypotheses) follow the encoder output's rule (shared_rows), so reordering within the beams
+        copies nothing. Self-attention caches shared by a beam stay where they are: only the
+        history table is gathered, and rows are copied only when sentences finish; an order that
+        breaks a beam apart turns them into one row per hypothesis. Those are copied row by row in
+        place when few hypotheses move, else once into a new buffer (modules/cache.py)."""
         cache = self.get_incremental_state(incremental_state, "cache")
         if cache is None:
             return
         self_keys = [k for k, v in cache.items() if ".self." in k and v is not None]
         cross_keys = [k for k, v in cache.items() if ".cross." in k and v is not None]
-        if cross_keys and self_keys:
-            rows, _ = shared_rows(new_order, cache[self_keys[0]].size(0) // cache[cross_keys[0]].size(0))
+        history = cache.pop("beam.history", None)  # (B_s, g, C_e) when shared by beams
+        hypotheses = history.size(0) * history.size(1) if history is not None else \
+            cache[self_keys[0]].size(0) if self_keys else 0
+        if cross_keys and hypotheses:
+            rows, _ = shared_rows(new_order, hypotheses // cache[cross_keys[0]].size(0))
             for key, value in zip(cross_keys, select_rows([cache[k] for k in cross_keys], rows)):
                 cache[key] = value
+        if history is not None:
+            g = history.size(1)
+            rows, g_new = shared_rows(new_order, g)
+            if g_new == g:  # every beam kept together: gather the history, move no keys or values
+                cache["beam.history"] = reorder_history(history, rows, (new_order % g).view(-1, g))
+                if not torch.equal(rows, torch.arange(history.size(0), device=rows.device)):
+                    for key in self_keys:  # sentences finished: (B_s', h, E, d)
+                        cache[key] = reorder_cache(cache[key], rows)
+                self.set_incremental_state(incremental_state, "cache", cache)
+                return
+            for key in self_keys:  # the order breaks a beam apart: one row per hypothesis from now on
+                cache[key] = per_hypothesis(cache[key], history)  # (B, h, S, d)
         moved = moved_rows(new_order) if self_keys and new_order.numel() == cache[self_keys[0]].size(0) else None
         for key in self_keys:
             cache[key] = reorder_cache(cache[key], new_order, moved)

@@ -66,15 +66,16 @@ class DecoderLayer(nn.Module):
         self.sub_ffn = SublayerConnection(d_model, dropout, pre_norm)
 
     def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor, cache: Cache = None,
-                need_weights: bool = False, packing: Optional[Packing] = None):
+                need_weights: bool = False, packing: Optional[Packing] = None, history: Optional[Tensor] = None):
         """x: (B, T, d_model), or its real rows (N, d_model) with packing; memory: (B, S, d_model);
         memory_mask: (B, S) True = real token.
         With a cache (incremental decoding) x holds only the new positions and the causal mask
-        is implied: the queries see every cached position. Returns the output, the
+        is implied: the queries see every cached position (or, with history (B_s, 1, g, E), the
+        entries on each hypothesis's path in a cache shared by its beam, see cache.py). Returns the output, the
         encoder-decoder weights (B, h, T, S) and the self-attention weights (B, h, T, T_all)."""
         causal = cache is None
         x, w_self = self.sub_self(x, lambda y: self.self_attn(
-            y, causal=causal, cache=cache, need_weights=need_weights, packing=packing))
+            y, causal=causal, cache=cache, need_weights=need_weights, packing=packing, history=history))
         x, w_cross = self.sub_cross(x, lambda y: self.cross_attn(
             y, memory=memory, key_mask=memory_mask, cache=cache, need_weights=need_weights, packing=packing))
         x, _ = self.sub_ffn(x, lambda y: (self.ffn(y), None))

@@ -100,12 +100,58 @@ def test_beam_shares_encoder_rows_and_equals_full(dictionary):
         assert memory.size(0) == 2 and int(enc["beam"][0]) == 3
         src, prev = src[expand], prev[expand].clone()
         prev[:, 2:] = torch.randint(4, len(dictionary), (6, prev.size(1) - 2))  # hypotheses differ
-        # step 3 moves one row of six: copied in place (reorder_cache's `moved` path)
         orders = {2: torch.tensor([2, 0, 2, 3, 5, 4]), 3: torch.tensor([0, 1, 2, 3, 3, 5]), 4: torch.tensor([4, 3, 3])}
         enc, state = _decode_with_reorders(model, src, prev, enc, orders)
         cache = model.decoder.get_incremental_state(state, "cache")
         assert enc["encoder_out"][0].size(0) == cache["0.cross.k"].size(0) == 1 and int(enc["beam"][0]) == 3
-        assert cache["0.self.k"].size(0) == 3
+        # self-attention keys too: one row per sentence, 3 entries per step (modules/cache.py)
+        assert cache["0.self.k"].shape[:3] == (1, 4, 3 * prev.size(1)) and cache["beam.history"].shape[:2] == (1, 3)
+
+
+def test_beam_reorder_moves_no_keys_and_a_broken_beam_falls_back(dictionary):
+    """Within the beams a reorder leaves every self-attention key and value where it is (same
+    buffer, same contents); an order that mixes sentences within a beam turns the shared cache into
+    one row per hypothesis; every step still equals the full pass."""
+    model = build_model(dictionary)
+    src, prev = random_batch(dictionary, B=2, T=7)
+    with torch.no_grad():
+        expand = torch.arange(2).repeat_interleave(3)
+        enc = model.encoder.reorder_encoder_out(model.encoder(src), expand)
+        src, prev = src[expand], prev[expand].clone()
+        prev[:, 1:] = torch.randint(4, len(dictionary), (6, prev.size(1) - 1))
+        enc, state = _decode_with_reorders(model, src, prev[:, :3], enc, {})
+        cache = model.decoder.get_incremental_state(state, "cache")
+        before = {k: (v.data_ptr(), v.clone()) for k, v in cache.items() if ".self." in k}
+        model.decoder.reorder_incremental_state_scripting(state, torch.tensor([1, 1, 0, 5, 3, 4]))
+        assert all(cache[k].data_ptr() == p and torch.equal(cache[k], v) for k, (p, v) in before.items())
+        orders = {3: torch.tensor([1, 1, 0, 5, 3, 4]), 5: torch.tensor([0, 3, 1, 4, 2, 5])}  # step 5 mixes sentences
+        enc, state = _decode_with_reorders(model, src, prev, model.encoder.reorder_encoder_out(model.encoder(
+            src[[0, 3]]), expand), orders)
+        cache = model.decoder.get_incremental_state(state, "cache")
+        assert "beam.history" not in cache and cache["0.self.k"].size(0) == 6
+
+
+def test_beam_shared_cache_gives_each_hypothesis_its_own_weights(dictionary):
+    """With the cache shared by a beam, the self-attention weights returned at a step are each
+    hypothesis's weights over its own positions, equal to the full pass's row."""
+    model = build_model(dictionary)
+    src, prev = random_batch(dictionary, B=2)
+    with torch.no_grad():
+        expand = torch.arange(2).repeat_interleave(2)
+        enc = model.encoder.reorder_encoder_out(model.encoder(src), expand)
+        prev = prev[expand].clone()
+        prev[:, 1:] = torch.randint(4, len(dictionary), (4, prev.size(1) - 1))
+        order = torch.tensor([1, 1, 3, 2])
+        state = {}
+        for t in range(4):
+            if t == 2:
+                enc = model.encoder.reorder_encoder_out(enc, order)
+                model.decoder.reorder_incremental_state_scripting(state, order)
+                prev = prev[order]
+            _, step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state, need_all_weights=True)
+        _, full = model.decoder(prev[:, :4], encoder_out=model.encoder(src[expand][order]), need_all_weights=True)
+        for w_step, w_full in zip(step["self_attn"], full["self_attn"]):  # (B, h, 1, 4) vs (B, h, 4, 4)
+            assert torch.allclose(w_step[:, :, 0], w_full[:, :, 3], atol=1e-6)
 
 
 def test_a_reorder_is_one_call_not_a_walk_over_modules(dictionary, monkeypatch):
@@ -133,20 +179,6 @@ def test_shared_memory_gives_the_same_weights(dictionary):
     b, extra_b = model.decoder(prev[expand], encoder_out=copied, need_attn=True, need_all_weights=True)
     assert torch.allclose(a, b, atol=1e-5) and torch.allclose(extra_a["attn"][0], extra_b["attn"][0], atol=1e-6)
     assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(extra_a["cross_attn"], extra_b["cross_attn"]))
-
-
-def test_reorder_in_place_moves_only_rows_that_change():
-    from attn_only_plugin.modules.attention import append_to_cache, moved_rows, reorder_cache
-    cache = append_to_cache(None, torch.arange(6.0).view(6, 1, 1, 1).expand(6, 2, 3, 4).contiguous())
-    order = torch.tensor([0, 1, 1, 3, 4, 5])
-    moved = moved_rows(order)
-    assert moved.tolist() == [2]
-    out = reorder_cache(cache, order, moved)
-    assert out.data_ptr() == cache.data_ptr()  # same buffer, spare room kept
-    assert out[:, 0, 0, 0].tolist() == [0, 1, 1, 3, 4, 5]
-    assert moved_rows(torch.tensor([1, 0, 3, 2])) is None  # most rows move: one gather instead
-    with torch.no_grad():
-        assert append_to_cache(out, torch.zeros(6, 2, 1, 4)).data_ptr() == cache.data_ptr()
 
 
 def test_shared_rows_rule():

@@ -54,25 +54,3 @@ def test_multi_head_equals_per_head_concat():
     assert out.shape == (2, 4, d_model) and w.shape == (2, h, 4, 4)
     assert torch.allclose(out, expected, atol=1e-5)
     assert torch.allclose(mha(x)[0], out, atol=1e-5)  # fused kernel path, same function
-
-
-def test_cache_grows_in_place_and_reorders_with_one_copy():
-    from attn_only_plugin.modules.attention import CACHE_CHUNK, append_to_cache, reorder_cache, spare_positions
-    steps = [torch.randn(3, 2, 1, 4) for _ in range(CACHE_CHUNK + 3)]  # (B, h, 1, d_k) per step
-    with torch.no_grad():
-        cache = append_to_cache(None, steps[0])
-        first = cache.data_ptr()
-        for i, new in enumerate(steps[1:CACHE_CHUNK + 1], start=2):
-            cache = append_to_cache(cache, new)
-            assert cache.data_ptr() == first and cache.shape == (3, 2, i, 4)  # same buffer: no copy
-        assert spare_positions(cache) == 0
-        cache = append_to_cache(cache, steps[CACHE_CHUNK + 1])  # full: a new buffer with room again
-        assert cache.data_ptr() != first and spare_positions(cache) == CACHE_CHUNK
-        assert torch.equal(cache, torch.cat(steps[:CACHE_CHUNK + 2], dim=2))
-        order = torch.tensor([2, 2, 0])  # beam search: hypothesis 2 kept twice, 1 dropped
-        reordered = reorder_cache(cache, order)
-        assert torch.equal(reordered, cache.index_select(0, order)) and spare_positions(reordered) == CACHE_CHUNK
-        grown = append_to_cache(reordered, steps[-1])
-        assert grown.data_ptr() == reordered.data_ptr()
-        assert torch.equal(grown, torch.cat([cache.index_select(0, order), steps[-1]], dim=2))
-        assert torch.equal(cache, torch.cat(steps[:CACHE_CHUNK + 2], dim=2))  # the old one untouched
