@@ -98,12 +98,14 @@ class Decoder(FairseqIncrementalDecoder):
     """Section 3.1: N identical layers with masked self-attention and encoder-decoder attention,
     then the pre-softmax linear map (section 3.4), shared with the embeddings when asked.
 
-    Incremental decoding keeps one flat cache dict ("<layer>.self.k", "<layer>.cross.v", ...):
-    self-attention keys/values grow by one position per step into spare room of their buffer (no
-    torch.cat), encoder-decoder keys/values are projected once per sentence and shared by its
-    beam (the encoder output stays one row per sentence, see shared_rows), and a beam reorder
-    copies only the self-attention cache rows that move, in place, when few do; else each cache
-    once, straight into a new buffer (modules/attention.py).
+    Incremental decoding keeps one flat cache dict ("<layer>.self.k", "<layer>.cross.v", ...,
+    "beam.history"): encoder-decoder keys/values are projected once per sentence and shared by its
+    beam (the encoder output stays one row per sentence, see shared_rows); self-attention
+    keys/values are shared by the beam too, g entries per step written into spare room of their
+    buffer (no torch.cat), and a beam reorder gathers only the history table that says which
+    entries lie on each hypothesis's path, for all layers at once (modules/cache.py). Without a
+    shared beam (greedy search, sampling, an order that splits a beam) they are one row per
+    hypothesis, and a reorder copies the rows that move.
 
     Training skips the pads of right-padded targets in the layers' position-wise work
     (modules/packing.py; the encoder does the same with its source pads). The pre-softmax map
