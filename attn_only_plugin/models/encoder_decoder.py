@@ -12,7 +12,7 @@ from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 from torch import Tensor, nn
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
-from ..modules.cache import history_mask, moved_rows, new_history, per_hypothesis, reorder_cache, reorder_history
+from ..modules.cache import MAX_SHARED_BEAM, history_mask, moved_rows, new_history, per_hypothesis, reorder_cache, reorder_history
 from ..modules.packing import Packing, packed, padded
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
@@ -174,9 +174,10 @@ class Decoder(FairseqIncrementalDecoder):
     def _history_mask(cache, B: int, memory: Tensor, step: int) -> Optional[Tensor]:
         """The self-attention mask of this step, (B_s, 1, g, E), when the self-attention cache is
         shared by each beam (modules/cache.py): from the first step on whenever the encoder output
-        is (B = g B_s hypotheses on B_s memory rows), until an order breaks a beam apart."""
+        is (B = g B_s hypotheses on B_s memory rows, 1 < g <= MAX_SHARED_BEAM), until an order
+        breaks a beam apart."""
         table = cache.get("beam.history")
-        if step == 0 and B > memory.size(0):
+        if step == 0 and 1 < B // memory.size(0) <= MAX_SHARED_BEAM:
             table = new_history(memory.size(0), B // memory.size(0), memory.device)
         if table is None:
             return None

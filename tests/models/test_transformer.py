@@ -131,6 +131,24 @@ def test_beam_reorder_moves_no_keys_and_a_broken_beam_falls_back(dictionary):
         assert "beam.history" not in cache and cache["0.self.k"].size(0) == 6
 
 
+def test_wide_beams_keep_one_self_attention_row_per_hypothesis(dictionary):
+    """Beams wider than MAX_SHARED_BEAM (parsing's 21) share the encoder output but not the
+    self-attention cache, whose g-fold attention would cost more than the copies it saves."""
+    from attn_only_plugin.modules.cache import MAX_SHARED_BEAM
+    model = build_model(dictionary)
+    src, prev = random_batch(dictionary, B=2)
+    src, prev, g = src[:1], prev[:1], MAX_SHARED_BEAM + 1
+    with torch.no_grad():
+        expand = torch.zeros(g, dtype=torch.long)
+        enc = model.encoder.reorder_encoder_out(model.encoder(src), expand)
+        prev = prev[expand].clone()
+        prev[:, 1:] = torch.randint(4, len(dictionary), (g, prev.size(1) - 1))
+        order = torch.arange(g).roll(1)
+        enc, state = _decode_with_reorders(model, src[expand], prev, enc, {2: order})
+        cache = model.decoder.get_incremental_state(state, "cache")
+        assert "beam.history" not in cache and cache["0.self.k"].size(0) == g and cache["0.cross.k"].size(0) == 1
+
+
 def test_beam_shared_cache_gives_each_hypothesis_its_own_weights(dictionary):
     """With the cache shared by a beam, the self-attention weights returned at a step are each
     hypothesis's weights over its own positions, equal to the full pass's row."""
