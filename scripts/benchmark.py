@@ -186,15 +186,16 @@ def train_speed(which, shape, device, amp, updates, warmup, batch_size, batching
                    pad_share=pad_share(batches, d.pad())))
 
 
-def generation(shape, device, n_sentences, batch_size, batching, repeats=1):
-    """Beam-4 SequenceGenerator on the same sentences for both models (same weights). The two
-    take turns batch by batch (who goes first alternates), so that a machine whose speed drifts
-    slows both alike; each repeat translates every sentence once with each model, and speeds are
-    the medians over repeats."""
+def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half=False):
+    """Beam-4 SequenceGenerator on the same sentences for both models (same weights; with half,
+    both in fp16, as fairseq-generate --fp16 runs them). The two take turns batch by batch (who
+    goes first alternates), so that a machine whose speed drifts slows both alike; each repeat
+    translates every sentence once with each model, and speeds are the medians over repeats."""
     import torch
     from fairseq.sequence_generator import SequenceGenerator
     theirs, ours, d = build_pair(shape)
-    models = {"fairseq": theirs.to(device).eval(), "ours": ours.to(device).eval()}
+    models = {"fairseq": theirs, "ours": ours}
+    models = {name: (m.half() if half else m).to(device).eval() for name, m in models.items()}
     gens = {name: SequenceGenerator([m], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
             for name, m in models.items()}
     batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2, batching=batching)
@@ -216,8 +217,10 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1):
     for name in models:
         s = statistics.median(seconds[name])
         result[name] = dict(sentences_per_s=len(hyps[name]) / s, tokens_per_s=sum(map(len, hyps[name])) / s)
+    result["sentences"] = len(hyps["ours"])
     result["ratio_per_repeat"] = [f / o for f, o in zip(seconds["fairseq"], seconds["ours"])]
     result["identical_hypotheses"] = hyps["ours"] == hyps["fairseq"]
+    result["identical_sentences"] = sum(a == b for a, b in zip(hyps["ours"], hyps["fairseq"]))
     return result
 
 
@@ -243,8 +246,8 @@ def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_s
             train[which]["mfu"] = train[which]["flops_per_s"] / (peak * 1e12) if peak else None
     gen = {}
     if "generation" in parts:
-        print("[benchmark] generation, beam 4", file=sys.stderr)
-        gen = generation(shape, device, n_gen, batch_size // 2, batching, repeats)
+        print(f"[benchmark] generation, beam 4{', fp16' if amp and device == 'cuda' else ''}", file=sys.stderr)
+        gen = generation(shape, device, n_gen, batch_size // 2, batching, repeats, half=amp and device == "cuda")
     return dict(preset=preset, shape=shape, device=device, amp=amp, threads=int(os.environ.get("OMP_NUM_THREADS", 0)),
                 batching=batching, peak_tflops=peak, training=train, generation=gen)
 
@@ -270,7 +273,8 @@ def table(r) -> str:
                if t["ours"]["mfu"] is not None else "not known without the device's peak (--peak-tflops)")
         lines.append(f"training model FLOPs utilisation: {mfu}")
     if g:
-        lines.append(f"identical beam-4 hypotheses: {g['identical_hypotheses']}")
+        lines.append(f"identical beam-4 hypotheses: {g['identical_hypotheses']}"
+                     f" ({g['identical_sentences']} of {g['sentences']} sentences)")
     return "\n".join(lines)
 
 
@@ -278,7 +282,8 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--amp", action="store_true", help="mixed precision (fp16 on CUDA)")
+    p.add_argument("--amp", action="store_true",
+                   help="mixed precision: on CUDA fp16 autocast training and fp16 generation; on a CPU bf16 autocast training")
     p.add_argument("--updates", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)

@@ -21,6 +21,7 @@ is an upper bound on the work done:
                                      V100 has no BF16)
     A100     19.5   156    312       NVIDIA A100 SXM data sheet
     H100     67     495    989       NVIDIA H100 SXM data sheet
+    H200     67     495    989       NVIDIA H200 SXM data sheet (the H100's compute, more memory)
 
 (b) Analytic: 2 FLOPs per multiply-add, backward = 2 x forward, so training = 3 x forward:
 
@@ -46,9 +47,10 @@ import argparse
 import sys
 
 TFLOPS = {
-    "fp32": {"K80": 2.8, "K40": 3.7, "M40": 6.0, "P100": 9.5, "V100": 15.7, "A100": 19.5, "H100": 67.0},
-    "tf32": {"A100": 156.0, "H100": 495.0},
-    "bf16": {"V100": 125.0, "A100": 312.0, "H100": 989.0},
+    "fp32": {"K80": 2.8, "K40": 3.7, "M40": 6.0, "P100": 9.5, "V100": 15.7, "A100": 19.5, "H100": 67.0,
+             "H200": 67.0},
+    "tf32": {"A100": 156.0, "H100": 495.0, "H200": 495.0},
+    "bf16": {"V100": 125.0, "A100": 312.0, "H100": 989.0, "H200": 989.0},
 }
 PAPER_RUNS = {  # section 5.2 (8 P100): base 100k steps in 12 hours, big 300k steps in 3.5 days
     "base": dict(hours=12.0, gpus=8, gpu="P100", layers=6, d_model=512, d_ff=2048, steps=100_000),
