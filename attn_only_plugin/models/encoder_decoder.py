@@ -12,7 +12,8 @@ from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 from torch import Tensor, nn
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
-from ..modules.cache import MAX_SHARED_BEAM, history_mask, moved_rows, new_history, per_hypothesis, reorder_cache, reorder_history
+from ..modules.cache import (MAX_SHARED_BEAM, history_mask, keeps_every_row, moved_rows, new_history, per_hypothesis,
+                             reorder_cache, reorder_history)
 from ..modules.packing import Packing, packed, padded
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
@@ -37,8 +38,7 @@ def shared_rows(new_order: Tensor, g: int) -> Tuple[Tensor, int]:
 
 def select_rows(tensors: List[Tensor], rows: Tensor) -> List[Tensor]:
     """Rows of each tensor; no copy when `rows` keeps every row in place."""
-    n = tensors[0].size(0) if tensors else 0
-    if rows.numel() == n and torch.equal(rows, torch.arange(n, device=rows.device)):
+    if keeps_every_row(rows, tensors[0].size(0) if tensors else 0):
         return tensors
     return [t.index_select(0, rows) for t in tensors]
 
@@ -200,20 +200,19 @@ class Decoder(FairseqIncrementalDecoder):
         self_keys = [k for k, v in cache.items() if ".self." in k and v is not None]
         cross_keys = [k for k, v in cache.items() if ".cross." in k and v is not None]
         history = cache.pop("beam.history", None)  # (B_s, g, C_e) when shared by beams
-        hypotheses = history.size(0) * history.size(1) if history is not None else \
-            cache[self_keys[0]].size(0) if self_keys else 0
-        if cross_keys and hypotheses:
-            rows, _ = shared_rows(new_order, hypotheses // cache[cross_keys[0]].size(0))
+        g = history.size(1) if history is not None else \
+            cache[self_keys[0]].size(0) // cache[cross_keys[0]].size(0) if cross_keys and self_keys else 0
+        if g:  # hypotheses per memory row: the encoder output's rule (shared_rows)
+            rows, g_new = shared_rows(new_order, g)
             for key, value in zip(cross_keys, select_rows([cache[k] for k in cross_keys], rows)):
                 cache[key] = value
-        if history is not None:
-            g = history.size(1)
-            rows, g_new = shared_rows(new_order, g)
+        if history is not None:  # its rows are the memory rows
             if g_new == g:  # every beam kept together: gather the history, move no keys or values
-                cache["beam.history"] = reorder_history(history, rows, (new_order % g).view(-1, g))
-                if not torch.equal(rows, torch.arange(history.size(0), device=rows.device)):
-                    for key in self_keys:  # sentences finished: (B_s', h, E, d)
-                        cache[key] = reorder_cache(cache[key], rows)
+                kept = None if keeps_every_row(rows, history.size(0)) else rows  # None: no sentence finished
+                cache["beam.history"] = reorder_history(history, kept, (new_order % g).view(-1, g))
+                if kept is not None:
+                    for key in self_keys:  # (B_s', h, E, d)
+                        cache[key] = reorder_cache(cache[key], kept)
                 self.set_incremental_state(incremental_state, "cache", cache)
                 return
             for key in self_keys:  # the order breaks a beam apart: one row per hypothesis from now on

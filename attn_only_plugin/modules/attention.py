@@ -93,10 +93,11 @@ class MultiHeadAttention(nn.Module):
         if self.self_attention:
             qkv = padded(self.qkv(x), packing)  # (B, T, h (2 d_k + d_v))
             q, k, v = qkv.split([self.h * self.d_k, self.h * self.d_k, self.h * self.d_v], -1)
-            k, v = self._split_heads(k, self.d_k), self._split_heads(v, self.d_v)  # (B, h, T, d_k/d_v)
-            if history is not None:  # this step's entries of each beam side by side (cache.py)
+            if history is None:
+                k, v = self._split_heads(k, self.d_k), self._split_heads(v, self.d_v)  # (B, h, T, d_k/d_v)
+            else:  # T = 1: this step's entries of each beam side by side (cache.py), views of qkv
                 g = history.size(2)
-                k, v = (z.reshape(-1, g, self.h, z.size(-1)).transpose(1, 2) for z in (k, v))  # (B_s, h, g, d)
+                k, v = (z.reshape(-1, g, self.h, z.size(-1) // self.h).transpose(1, 2) for z in (k, v))  # (B_s, h, g, d)
                 mask = history
             if cache is not None:
                 k, v = append_to_cache(cache.get(kk), k), append_to_cache(cache.get(vk), v)  # (B, h, S_past + T, d)

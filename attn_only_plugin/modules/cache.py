@@ -90,6 +90,11 @@ def reorder_cache(cached: Tensor, order: Tensor, moved: Optional[Tensor] = None)
     return torch.index_select(cached, 0, order, out=buffer[:, :, :S])  # (B', h, S, d) view
 
 
+def keeps_every_row(rows: Tensor, n: int) -> bool:
+    """Whether `rows` is 0 .. n-1: a reorder that keeps every row where it is."""
+    return rows.numel() == n and torch.equal(rows, torch.arange(n, device=rows.device))
+
+
 def new_history(sentences: int, g: int, device) -> Tensor:
     """An empty history table for `sentences` beams of g hypotheses: (B_s, g, C_e) bool."""
     return torch.zeros(sentences, g, CACHE_CHUNK * g, dtype=torch.bool, device=device)
@@ -110,10 +115,10 @@ def history_mask(history: Tensor, step: int) -> Tuple[Tensor, Tensor]:
     return history, history[:, None, :, :E]  # (B_s, 1, g, E)
 
 
-def reorder_history(history: Tensor, rows: Tensor, parents: Tensor) -> Tensor:
-    """Beam search keeps sentences `rows` and gives hypothesis j of kept sentence n the path of
-    hypothesis parents[n, j] of the same sentence: (B_s', g, C_e)."""
-    history = history if torch.equal(rows, torch.arange(history.size(0), device=rows.device)) else history[rows]
+def reorder_history(history: Tensor, rows: Optional[Tensor], parents: Tensor) -> Tensor:
+    """Beam search keeps sentences `rows` (None: all, in place) and gives hypothesis j of kept
+    sentence n the path of hypothesis parents[n, j] of the same sentence: (B_s', g, C_e)."""
+    history = history if rows is None else history[rows]
     return history.gather(1, parents[:, :, None].expand(-1, -1, history.size(2)))  # (B_s', g, C_e)
 
 
