@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
 from ..modules.cache import (MAX_SHARED_BEAM, history_mask, keeps_every_row, moved_rows, new_history, per_hypothesis,
                              reorder_cache, reorder_history)
-from ..modules.packing import Packing, packed, padded
+from ..modules.packing import Packing, padded
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -67,7 +67,7 @@ class Encoder(FairseqEncoder):
         need_weights, "attn" holds each layer's self-attention weights (B, h, S, S)."""
         key_mask = src_tokens.ne(self.padding_idx)  # (B, S) True = real token
         packing = Packing.of(key_mask, self.training)  # training: position-wise work on real tokens only
-        x = packed(self.embed(src_tokens), packing)  # (B, S, d_model), or (N, d_model) packed
+        x = self.embed(src_tokens, packing=packing)  # (B, S, d_model), or (N, d_model) packed
         weights = []
         for layer in self.layers:
             x, w = layer(x, key_mask, need_weights, packing)
@@ -149,7 +149,7 @@ class Decoder(FairseqIncrementalDecoder):
             real = prev_output_tokens.ne(self.padding_idx)  # (B, T)
             right_padded = not (real[:, 1:] & ~real[:, :-1]).any()  # then causal attention hides every pad
             packing = Packing.of(real, right_padded)
-        x = packed(self.embed(prev_output_tokens, step), packing)  # (B, T, d_model), or (N, d_model)
+        x = self.embed(prev_output_tokens, step, packing)  # (B, T, d_model), or (N, d_model)
         history = None if cache is None else self._history_mask(cache, prev_output_tokens.size(0), memory, step)
         attn, cross_all, self_all = None, [], []
         for i, layer in enumerate(self.layers):

@@ -1,13 +1,16 @@
 """Embeddings and positional encoding, sections 3.4 and 3.5 of Vaswani et al. (2017).
 
-Tensor layout: tokens (B, T) -> (B, T, d_model).
+Tensor layout: tokens (B, T) -> (B, T, d_model), or its real rows (N, d_model) with a Packing.
 """
 import math
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
 from ..errors import PluginError
+from .dropout import Dropout
+from .packing import Packing, packed
 
 
 def sinusoid_table(n_positions: int, d_model: int) -> Tensor:
@@ -45,10 +48,11 @@ class TransformerEmbedding(nn.Module):
             nn.init.normal_(self.positions.weight, mean=0.0, std=d_model ** -0.5)
         else:
             self.register_buffer("pe", sinusoid_table(max_positions, d_model), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
-    def forward(self, tokens: Tensor, step: int = -1) -> Tensor:
-        """tokens: (B, T). step >= 0: incremental decoding, the T (=1) tokens sit at position step."""
+    def forward(self, tokens: Tensor, step: int = -1, packing: Optional[Packing] = None) -> Tensor:
+        """tokens: (B, T). step >= 0: incremental decoding, the T (=1) tokens sit at position step.
+        With a packing (training), returns the real rows only, and dropout draws for those alone."""
         if step >= 0:
             pos = torch.full_like(tokens, step) + torch.arange(tokens.size(1), device=tokens.device)
         else:
@@ -61,4 +65,4 @@ class TransformerEmbedding(nn.Module):
                 "shorten or filter the input (--skip-invalid-size-inputs-valid-test) or train with "
                 "larger --max-source-positions / --max-target-positions")
         pe = self.positions(pos) if self.positions is not None else self.pe[pos]  # (B, T, d_model)
-        return self.dropout(self.scale * self.tokens(tokens) + pe)
+        return self.dropout(packed(self.scale * self.tokens(tokens) + pe, packing))  # (B, T, d_model) or (N, d_model)

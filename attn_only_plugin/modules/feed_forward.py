@@ -5,6 +5,8 @@ Tensor layout: (B, T, d_model) in and out; (B, T, d_ff) inside.
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .dropout import Dropout
+
 
 class PositionwiseFeedForward(nn.Module):
     """Eq. (2), section 3.3: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2.
@@ -17,7 +19,7 @@ class PositionwiseFeedForward(nn.Module):
         super().__init__()
         self.w1 = nn.Linear(d_model, d_ff)  # W_1, b_1
         self.w2 = nn.Linear(d_ff, d_model)  # W_2, b_2
-        self.relu_dropout = nn.Dropout(relu_dropout)
+        self.relu_dropout = Dropout(relu_dropout)
         for lin in (self.w1, self.w2):  # paper silent on init; Xavier as tensor2tensor
             nn.init.xavier_uniform_(lin.weight)
             nn.init.zeros_(lin.bias)

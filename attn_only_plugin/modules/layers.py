@@ -8,6 +8,7 @@ from typing import Callable, Dict, Optional, Tuple
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
+from .dropout import Dropout
 from .feed_forward import PositionwiseFeedForward
 from .packing import Packing
 
@@ -24,7 +25,7 @@ class SublayerConnection(nn.Module):
 
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
-        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), nn.Dropout(dropout), pre_norm
+        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), Dropout(dropout), pre_norm
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tuple[Tensor, Optional[Tensor]]]):
         y, weights = sublayer(self.norm(x) if self.pre_norm else x)

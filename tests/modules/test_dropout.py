@@ -1,0 +1,58 @@
+"""Section 5.4: dropout at rate P_drop, drawn as uniform 32-bit integers on a CPU (modules/dropout.py)."""
+import pytest
+import torch
+
+from attn_only_plugin.modules.dropout import Dropout, dropout, keep_threshold, uniform_int32
+
+
+def test_threshold_hand_computed():
+    assert keep_threshold(0.0) == -(2 ** 31)  # every int32 is kept
+    assert keep_threshold(0.5) == 0  # the non-negative half is kept
+    assert keep_threshold(0.1) == -(2 ** 31) + 429496730  # round(0.1 * 2^32)
+    assert keep_threshold(1.0) == 2 ** 31  # no int32 is kept
+
+
+def test_uniform_int32_uses_all_bits_and_the_seed():
+    torch.manual_seed(3)
+    a = uniform_int32((1001,))  # odd: the last word is half used
+    torch.manual_seed(3)
+    b = uniform_int32((1001,))
+    assert a.dtype == torch.int32 and a.shape == (1001,) and torch.equal(a, b)
+    big = uniform_int32((200_000,))
+    assert big.min() < -(2 ** 31) * 0.99 and big.max() > 2 ** 31 * 0.99  # both signs, full range
+    assert abs((big < 0).float().mean().item() - 0.5) < 0.01
+    low = (big & 0xFFFF).float()  # the low 16 bits are uniform too
+    assert abs(low.mean().item() / 65535 - 0.5) < 0.01
+
+
+def test_dropout_is_the_threshold_on_the_same_draws():
+    x = torch.arange(1.0, 13.0).view(3, 4)
+    torch.manual_seed(0)
+    y = dropout(x, 0.25)
+    torch.manual_seed(0)
+    keep = uniform_int32((3, 4)) >= 2 ** 30 - 2 ** 31  # round(0.25 2^32) = 2^30
+    assert torch.equal(y == 0, ~keep) and torch.allclose(y, torch.where(keep, x / 0.75, torch.zeros(())))
+
+
+def test_keep_rate_scale_and_gradient():
+    torch.manual_seed(1)
+    x = torch.full((400, 500), 2.0, requires_grad=True)
+    y = dropout(x, 0.1)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.9) < 0.003  # 6 standard deviations of 200k draws
+    assert torch.allclose(y[kept], torch.tensor(2.0 / 0.9))
+    y.sum().backward()
+    assert torch.equal(x.grad != 0, kept) and torch.allclose(x.grad[kept], torch.tensor(1 / 0.9))
+    assert abs(y.mean().item() - 2.0) < 0.02  # E[dropout(x)] = x
+
+
+def test_module_eval_identity_and_edges():
+    m = Dropout(0.3)
+    x = torch.randn(5, 7)
+    assert m.eval()(x) is x
+    assert torch.equal(Dropout(1.0).train()(x), torch.zeros(5, 7))  # torch's kernel for p = 1
+    assert Dropout(0.0).train()(x) is x
+    y = dropout(x.to(torch.bfloat16), 0.5)
+    assert y.dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="dropout probability"):
+        Dropout(1.5)
