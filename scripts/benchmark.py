@@ -10,10 +10,10 @@ attn_only_plugin.convert), and identical batches (left-padded sources, lengths 1
 --batching sorted groups sentences of similar source length as fairseq's --max-tokens batching
 does (almost no source padding; targets of a translation still vary in length, ~20% padding).
 - training: tokens/s (target tokens) over --updates forward+backward+Adam steps after
-  --warmup steps, median of --repeats, each repeat a fresh process per model, the two models in
-  turns; peak memory (CUDA max allocated, or the CPU process's peak RSS); model FLOP/s by the
-  analytic count of training_flops.py and MFU against the device's peak (--peak-tflops, or the
-  data sheet's for known GPUs);
+  --warmup steps, median of --repeats, the two models in one process taking turns step by step
+  on the same batch; peak memory from a fresh process per model (CUDA max allocated, or the
+  process's peak RSS); model FLOP/s by the analytic count of training_flops.py and MFU against
+  the device's peak (--peak-tflops, or the data sheet's for known GPUs);
 - generation: fairseq's SequenceGenerator, beam 4, lenpen 0.6, on the same sentences, the two
   models taking turns batch by batch: sentences/s and tokens/s (median of --repeats), and
   whether both produce identical hypotheses.
@@ -147,43 +147,70 @@ def model_flops(batch, shape, pad) -> float:
     return 6 * (p_enc * sum(S) + p_dec * sum(T)) + 3 * attention
 
 
-def train_speed(which, shape, device, amp, updates, warmup, batch_size, batching, queue):
-    """Runs in its own process: one timed repeat of `which` ('ours' or 'fairseq'): target tokens/s
-    and model FLOP/s over `updates` steps after `warmup` steps, and the process's peak memory."""
+def _trainer(model, device, amp, pad):
+    """One training step of `model` on a batch: forward, the paper's smoothed loss, backward, Adam."""
     import torch
     from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss
-    theirs, ours, d = build_pair(shape)
-    model = (ours if which == "ours" else theirs).to(device).train()
-    del theirs, ours
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    batches = [{k: v.to(device) for k, v in b.items()} for b in make_batches(d, 4, batch_size, batching=batching)]
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
 
     def step(b):
         with torch.autocast(device_type=device, dtype=torch.float16 if device == "cuda" else torch.bfloat16,
                             enabled=amp):
             out, _ = model(b["src"], b["lengths"], b["prev"])
             lprobs = torch.log_softmax(out.float(), -1)
-            loss, _ = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), b["tgt"].view(-1), 0.1, d.pad())
+            loss, _ = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), b["tgt"].view(-1), 0.1, pad)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+    return step
 
+
+def _batches(d, device, batch_size, batching):
+    return [{k: v.to(device) for k, v in b.items()} for b in make_batches(d, 4, batch_size, batching=batching)]
+
+
+def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batching, queue):
+    """Runs in its own process: both models train side by side, taking turns step by step on the
+    same batch (who goes first alternates), so that a machine whose speed drifts slows both alike.
+    Per repeat, target tokens/s and model FLOP/s over `updates` steps each, after `warmup`."""
+    import torch
+    theirs, ours, d = build_pair(shape)
+    models = {"fairseq": theirs, "ours": ours}
+    steps = {name: _trainer(m.to(device).train(), device, amp, d.pad()) for name, m in models.items()}
+    batches = _batches(d, device, batch_size, batching)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for i in range(warmup):
-        step(batches[i % len(batches)])
-    if device == "cuda":
-        torch.cuda.synchronize()
-    t = time.perf_counter()
-    for i in range(updates):
-        step(batches[i % len(batches)])
-    if device == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - t
+        for step in steps.values():
+            step(batches[i % len(batches)])
+    seconds = {name: [0.0] * repeats for name in steps}
+    for r in range(repeats):
+        for i in range(updates):
+            for name in ("fairseq", "ours") if (r + i) % 2 == 0 else ("ours", "fairseq"):
+                sync()
+                t = time.perf_counter()
+                steps[name](batches[i % len(batches)])
+                sync()
+                seconds[name][r] += time.perf_counter() - t
     tokens = sum(int(batches[i % len(batches)]["tgt"].ne(d.pad()).sum()) for i in range(updates))
     flops = sum(model_flops(batches[i % len(batches)], shape, d.pad()) for i in range(updates))
-    queue.put(dict(tokens_per_s=tokens / seconds, flops_per_s=flops / seconds, peak_mib=_peak_memory(device),
-                   pad_share=pad_share(batches, d.pad())))
+    queue.put({name: dict(tokens_per_s_per_repeat=[tokens / s for s in secs],
+                          flops_per_s_per_repeat=[flops / s for s in secs], pad_share=pad_share(batches, d.pad()))
+               for name, secs in seconds.items()})
+
+
+def train_memory(which, shape, device, amp, n_steps, batch_size, batching, queue):
+    """Runs in its own process: the peak memory of training `which` ('ours' or 'fairseq') for
+    n_steps steps (the process's peak RSS on a CPU, CUDA max allocated on a GPU)."""
+    import torch
+    theirs, ours, d = build_pair(shape)
+    model = (ours if which == "ours" else theirs).to(device).train()
+    del theirs, ours
+    step, batches = _trainer(model, device, amp, d.pad()), _batches(d, device, batch_size, batching)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    for i in range(n_steps):
+        step(batches[i % len(batches)])
+    queue.put(_peak_memory(device))
 
 
 def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half=False):
@@ -229,21 +256,28 @@ def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_s
     shape = PRESETS[preset]
     peak = peak_tflops(device, amp, peak)
     ctx = mp.get_context("spawn")
-    train, runs = {}, {"fairseq": [], "ours": []}
-    for r in range(repeats if "training" in parts else 0):  # one process per model and repeat, in turns
-        for which in ("fairseq", "ours") if r % 2 == 0 else ("ours", "fairseq"):
-            print(f"[benchmark] training speed: {which}, repeat {r + 1} of {repeats}", file=sys.stderr)
-            q = ctx.Queue()
-            p = ctx.Process(target=train_speed, args=(which, shape, device, amp, updates, warmup, batch_size, batching, q))
-            p.start()
-            runs[which].append(q.get())
-            p.join()
-    for which, rs in runs.items():
-        if rs:
-            train[which] = {key: statistics.median(x[key] for x in rs) for key in ("tokens_per_s", "flops_per_s")}
-            train[which].update(peak_mib=max(x["peak_mib"] for x in rs), pad_share=rs[0]["pad_share"],
-                                tokens_per_s_per_repeat=[x["tokens_per_s"] for x in rs])
-            train[which]["mfu"] = train[which]["flops_per_s"] / (peak * 1e12) if peak else None
+
+    def in_process(target, *args):  # a fresh process each: peak memory is per process
+        q = ctx.Queue()
+        p = ctx.Process(target=target, args=(*args, q))
+        p.start()
+        result = q.get()
+        p.join()
+        return result
+
+    train = {}
+    if "training" in parts:
+        print(f"[benchmark] training speed: both models in turns, {repeats} x {updates} updates each",
+              file=sys.stderr)
+        train = in_process(train_speed, shape, device, amp, updates, warmup, repeats, batch_size, batching)
+        for which, t in train.items():
+            print(f"[benchmark] training memory: {which}", file=sys.stderr)
+            t["peak_mib"] = in_process(train_memory, which, shape, device, amp, max(2, warmup + 1), batch_size, batching)
+            t["tokens_per_s"] = statistics.median(t["tokens_per_s_per_repeat"])
+            t["flops_per_s"] = statistics.median(t.pop("flops_per_s_per_repeat"))
+            t["mfu"] = t["flops_per_s"] / (peak * 1e12) if peak else None
+        train["ratio_per_repeat"] = [o / f for o, f in zip(train["ours"]["tokens_per_s_per_repeat"],
+                                                           train["fairseq"]["tokens_per_s_per_repeat"])]
     gen = {}
     if "generation" in parts:
         print(f"[benchmark] generation, beam 4{', fp16' if amp and device == 'cuda' else ''}", file=sys.stderr)

@@ -13,6 +13,7 @@ def test_tiny_benchmark_runs_and_hypotheses_match(cli, tmp_path):
     r = json.loads(out.read_text())
     assert r["generation"]["identical_hypotheses"] is True and len(r["generation"]["ratio_per_repeat"]) == 2
     assert r["generation"]["identical_sentences"] == r["generation"]["sentences"] == 4
+    assert len(r["training"]["ratio_per_repeat"]) == 2  # both models trained in the one process, in turns
     for which in ("ours", "fairseq"):
         t = r["training"][which]
         assert t["tokens_per_s"] > 0 and t["peak_mib"] > 0 and len(t["tokens_per_s_per_repeat"]) == 2
