@@ -165,6 +165,11 @@ def _trainer(model, device, amp, pad):
     return step
 
 
+def _turns(k):
+    """The two models' order in turn k: who goes first alternates."""
+    return ("fairseq", "ours") if k % 2 == 0 else ("ours", "fairseq")
+
+
 def _batches(d, device, batch_size, batching):
     return [{k: v.to(device) for k, v in b.items()} for b in make_batches(d, 4, batch_size, batching=batching)]
 
@@ -185,7 +190,7 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
     seconds = {name: [0.0] * repeats for name in steps}
     for r in range(repeats):
         for i in range(updates):
-            for name in ("fairseq", "ours") if (r + i) % 2 == 0 else ("ours", "fairseq"):
+            for name in _turns(r + i):
                 sync()
                 t = time.perf_counter()
                 steps[name](batches[i % len(batches)])
@@ -193,8 +198,9 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
                 seconds[name][r] += time.perf_counter() - t
     tokens = sum(int(batches[i % len(batches)]["tgt"].ne(d.pad()).sum()) for i in range(updates))
     flops = sum(model_flops(batches[i % len(batches)], shape, d.pad()) for i in range(updates))
+    pads = pad_share(batches, d.pad())
     queue.put({name: dict(tokens_per_s_per_repeat=[tokens / s for s in secs],
-                          flops_per_s_per_repeat=[flops / s for s in secs], pad_share=pad_share(batches, d.pad()))
+                          flops_per_s_per_repeat=[flops / s for s in secs], pad_share=pads)
                for name, secs in seconds.items()})
 
 
@@ -232,7 +238,7 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
         for r in range(repeats):
             for i, b in enumerate(batches):
                 sample = {"net_input": {"src_tokens": b["src"].to(device), "src_lengths": b["lengths"].to(device)}}
-                for name in (("fairseq", "ours") if (r + i) % 2 == 0 else ("ours", "fairseq")):
+                for name in _turns(r + i):
                     t = time.perf_counter()
                     out = gens[name].generate([models[name]], sample)
                     if device == "cuda":

@@ -8,9 +8,9 @@ Bernoulli variable per element from its Mersenne Twister, serially: ~6 ns an ele
 a hundred times the cost of the multiply that applies it, and at the `cpu` benchmark shape 4-5%
 of a training step. This draws 64-bit words from the same generator (so `--seed` still fixes
 it) and uses each as two 32-bit uniform integers, one per element, kept when at or above a
-threshold: P(keep) = 1 - round(P_drop 2^32) / 2^32, exact to 2^-32 (torch's float p is exact to
-2^-24). It keeps a boolean mask for the backward pass instead of a float one (a quarter of the
-memory). On a GPU, torch's fused dropout kernel is faster and is used.
+threshold: P(keep) = 1 - round(P_drop 2^32) / 2^32, exact to 2^-32. It keeps a boolean mask
+for the backward pass instead of a float one (a quarter of the memory). On a GPU, torch's fused
+dropout kernel is faster and is used.
 
 Tensor layout: any; the mask has the input's shape.
 """
@@ -26,21 +26,22 @@ def keep_threshold(p: float) -> int:
     return _INT32_MIN + round(p * 2 ** 32)
 
 
-def uniform_int32(shape, device=None, generator=None) -> Tensor:
-    """Independent uniform int32 draws of `shape`: 64-bit words from the generator, each split in two."""
+def uniform_int32(shape) -> Tensor:
+    """Independent uniform int32 draws of `shape` on the CPU: 64-bit words from torch's default
+    generator, each split in two."""
     n = torch.Size(shape).numel()
-    words = torch.empty((n + 1) // 2, dtype=torch.int64, device=device)
-    words.random_(-(2 ** 63), 2 ** 63 - 1, generator=generator)  # all 64 bits (the top value excluded)
+    words = torch.empty((n + 1) // 2, dtype=torch.int64)
+    words.random_(-(2 ** 63), 2 ** 63 - 1)  # all 64 bits (the top value excluded)
     return words.view(torch.int32)[:n].view(shape)
 
 
-def dropout(x: Tensor, p: float, training: bool = True, generator=None) -> Tensor:
+def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """Section 5.4: x with each element zeroed with probability p, the rest scaled by 1 / (1 - p)."""
     if not training or p == 0.0:
         return x
     if x.device.type != "cpu" or p >= 1.0:  # a GPU's fused kernel; p = 1 would scale by 1 / 0
         return F.dropout(x, p, training=True)
-    keep = uniform_int32(x.shape, x.device, generator) >= keep_threshold(p)  # same shape as x, bool
+    keep = uniform_int32(x.shape) >= keep_threshold(p)  # same shape as x, bool
     return torch.where(keep, x * (1.0 / (1.0 - p)), 0.0)
 
 
