@@ -150,15 +150,16 @@ def model_flops(batch, shape, pad) -> float:
 def _trainer(model, device, amp, pad):
     """One training step of `model` on a batch: forward, the paper's smoothed loss, backward, Adam."""
     import torch
-    from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss
+    from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 
     def step(b):
+        sample = dict(net_input=dict(src_tokens=b["src"], src_lengths=b["lengths"], prev_output_tokens=b["prev"]),
+                      target=b["tgt"])
         with torch.autocast(device_type=device, dtype=torch.float16 if device == "cuda" else torch.bfloat16,
                             enabled=amp):
-            out, _ = model(b["src"], b["lengths"], b["prev"])
-            lprobs = torch.log_softmax(out.float(), -1)
-            loss, _ = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), b["tgt"].view(-1), 0.1, pad)
+            lprobs, target, _ = target_lprobs(model, sample, pad)  # what paper_label_smoothed_ce runs
+            loss, _ = label_smoothed_nll_loss(lprobs, target, 0.1, pad)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

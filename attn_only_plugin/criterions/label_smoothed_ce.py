@@ -1,10 +1,12 @@
 """Label-smoothed cross-entropy, section 5.4 of Vaswani et al. (2017), registered as
 `paper_label_smoothed_ce`.
 
-Tensor layout: log-probabilities (N, V) over the N non-padding target positions of a batch.
+Tensor layout: log-probabilities (M, V) over M target positions: the N real tokens of a batch
+when the model gives only those (ours in training), else all B T positions, pads included.
 """
 import math
 from dataclasses import dataclass, field
+from typing import Tuple
 
 from fairseq import metrics, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
@@ -24,15 +26,35 @@ def label_smoothed_nll_loss(lprobs: Tensor, target: Tensor, eps: float, ignore_i
     classes (the true class gets exactly 1 - eps); [36] and we give it 1 - eps + eps/K. The
     difference is eps/K (2.7e-6 of mass for K = 37000).
 
-    lprobs: (N, V) log-probabilities; target: (N,). Returns summed (loss, nll_loss) over the
-    positions whose target is not ignore_index.
+    lprobs: (M, V) log-probabilities; target: (M,). Returns summed (loss, nll_loss) over the
+    positions whose target is not ignore_index (the others are masked, not copied out).
     """
-    keep = target.ne(ignore_index)  # (N,)
-    lprobs, target = lprobs[keep], target[keep]  # (N', V), (N',)
-    nll = -lprobs.gather(dim=-1, index=target.unsqueeze(-1)).squeeze(-1)  # (N',)
-    uniform = -lprobs.mean(dim=-1)  # (N',) cross entropy with the uniform distribution
-    loss = (1.0 - eps) * nll + eps * uniform
-    return loss.sum(), nll.sum()
+    ignored = target.eq(ignore_index)  # (M,)
+    nll = -lprobs.gather(dim=-1, index=target.unsqueeze(-1)).squeeze(-1)  # (M,)
+    uniform = -lprobs.mean(dim=-1)  # (M,) cross entropy with the uniform distribution
+    loss = ((1.0 - eps) * nll + eps * uniform).masked_fill(ignored, 0.0)
+    return loss.sum(), nll.masked_fill(ignored, 0.0).sum()
+
+
+def target_lprobs(model, sample, pad: int) -> Tuple[Tensor, Tensor, tuple]:
+    """The model's log-probabilities for the target tokens, (M, V), and the targets (M,).
+
+    Our model (models/encoder_decoder.py, real_only) gives in training those of the N real tokens
+    only: the pre-softmax map (section 3.4) and the softmax never run on a pad. Any other model
+    gives all M = B T positions, and label_smoothed_nll_loss masks the pads. Returns the model's
+    output too (for a criterion that needs more of it)."""
+    real_only = {"real_only": True} if getattr(model, "gives_real_only", False) else {}
+    net_output = model(**sample["net_input"], **real_only)
+    lprobs = model.get_normalized_probs(net_output, log_probs=True)  # (B, T, V) or (N, V)
+    target = model.get_targets(sample, net_output).reshape(-1)  # (B T,)
+    index = net_output[1].get("real_index") if isinstance(net_output[1], dict) else None
+    if index is not None:
+        real = target.index_select(0, index)  # (N,) the real tokens' targets
+        if int(real.ne(pad).sum()) != int(target.ne(pad).sum()) or int(real.eq(pad).sum()):
+            raise PluginError("the targets' real tokens are not the decoder inputs' (prev_output_tokens must be the "
+                              "targets shifted right by one, both right-padded as fairseq's collater makes them)")
+        target = real
+    return lprobs.reshape(-1, lprobs.size(-1)), target, net_output  # (M, V), (M,)
 
 
 @dataclass
@@ -55,11 +77,7 @@ class LabelSmoothedCrossEntropy(FairseqCriterion):
         self.eps, self.report_accuracy, self.sentence_avg = label_smoothing, report_accuracy, sentence_avg
 
     def forward(self, model, sample, reduce=True):
-        net_output = model(**sample["net_input"])
-        lprobs = model.get_normalized_probs(net_output, log_probs=True)  # (B, T, V)
-        target = model.get_targets(sample, net_output)  # (B, T)
-        lprobs = lprobs.view(-1, lprobs.size(-1))  # (B T, V)
-        target = target.reshape(-1)  # (B T,)
+        lprobs, target, _ = target_lprobs(model, sample, self.padding_idx)  # (M, V), (M,)
         loss, nll_loss = label_smoothed_nll_loss(lprobs, target, self.eps, self.padding_idx)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {"loss": loss.data, "nll_loss": nll_loss.data, "ntokens": sample["ntokens"],

@@ -108,9 +108,9 @@ class Decoder(FairseqIncrementalDecoder):
     hypothesis, and a reorder copies the rows that move.
 
     Training skips the pads of right-padded targets in the layers' position-wise work
-    (modules/packing.py; the encoder does the same with its source pads). The pre-softmax map
-    runs on every position: packing it was slower at d_model 128 (the logits' scatter and gather
-    cost more than the pads' GEMM rows) and no faster at 512.
+    (modules/packing.py; the encoder does the same with its source pads). With real_only (our
+    criterion asks for it) the pre-softmax map runs on the real tokens only too: the logits are
+    (N, |V|), never padded, and extra["real_index"] says which of the B T positions they are.
     """
 
     def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding, output_weight: Optional[Tensor] = None):
@@ -128,16 +128,19 @@ class Decoder(FairseqIncrementalDecoder):
 
     def forward(self, prev_output_tokens: Tensor, encoder_out: Optional[Dict[str, List[Tensor]]] = None,
                 incremental_state: Optional[IncrementalState] = None, features_only: bool = False,
-                need_attn: bool = False, need_all_weights: bool = False, **unused):
+                need_attn: bool = False, need_all_weights: bool = False, real_only: bool = False, **unused):
         x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state,
-                                         need_attn or self.need_attn, need_all_weights)
+                                         need_attn or self.need_attn, need_all_weights, real_only)
         return (x if features_only else self.output_layer(x)), extra
 
     def extract_features(self, prev_output_tokens: Tensor, encoder_out, incremental_state=None,
-                         need_attn: bool = False, need_all_weights: bool = False, **unused):
+                         need_attn: bool = False, need_all_weights: bool = False, real_only: bool = False,
+                         **unused):
         """prev_output_tokens: (B, T). Returns (B, T, d_model) features (B, 1, d_model when
         incremental) and {"attn": [encoder-decoder weights of alignment_layer averaged over heads
-        (B, T, S), or None]}; need_all_weights adds every layer's per-head weights."""
+        (B, T, S), or None], "real_index": None}; need_all_weights adds every layer's per-head
+        weights. With real_only, when training packs the targets' real tokens, the features are
+        those N tokens' (N, d_model) and "real_index" their flat positions b T + t, (N,)."""
         memory, memory_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
         cache, step = None, -1
         if incremental_state is not None:
@@ -164,8 +167,10 @@ class Decoder(FairseqIncrementalDecoder):
             self.set_incremental_state(incremental_state, "cache", cache)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        x = padded(x, packing)  # (B, T, d_model)
-        extra = {"attn": [attn], "inner_states": None}
+        real_index = packing.index if real_only and packing is not None else None
+        if real_index is None:
+            x = padded(x, packing)  # (B, T, d_model)
+        extra = {"attn": [attn], "inner_states": None, "real_index": real_index}
         if need_all_weights:
             extra.update(cross_attn=cross_all, self_attn=self_all)
         return x, extra
@@ -185,7 +190,7 @@ class Decoder(FairseqIncrementalDecoder):
         return mask
 
     def output_layer(self, features: Tensor) -> Tensor:
-        return F.linear(features, self.output_weight)  # (B, T, |V|) logits before softmax
+        return F.linear(features, self.output_weight)  # (B, T, |V|) or (N, |V|) logits before softmax
 
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor):
         """Beam search reorders hypotheses. Encoder-decoder keys and values (one row per g

@@ -82,6 +82,8 @@ def build_embedding(dictionary, d_model: int) -> nn.Embedding:
 @register_model("attn_only_transformer", dataclass=TransformerConfig)
 class AttnOnlyTransformer(FairseqEncoderDecoderModel):
     """Section 3: encoder-decoder Transformer. Our own layers on fairseq's base interfaces."""
+    gives_real_only = True  # forward(..., real_only=True): training logits of real target tokens only
+
 
     def __init__(self, cfg: TransformerConfig, encoder: Encoder, decoder: Decoder):
         super().__init__(encoder, decoder)
