@@ -12,8 +12,8 @@ from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 from torch import Tensor, nn
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
-from ..modules.cache import (MAX_SHARED_BEAM, history_mask, keeps_every_row, moved_rows, new_history, per_hypothesis,
-                             reorder_cache, reorder_history)
+from ..modules.cache import (MAX_SHARED_BEAM, additive, history_mask, keeps_every_row, moved_rows, new_history,
+                             per_hypothesis, reorder_cache, reorder_history)
 from ..modules.packing import Packing, padded
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
@@ -153,11 +153,15 @@ class Decoder(FairseqIncrementalDecoder):
             right_padded = not (real[:, 1:] & ~real[:, :-1]).any()  # then causal attention hides every pad
             packing = Packing.of(real, right_padded)
         x = self.embed(prev_output_tokens, step, packing)  # (B, T, d_model), or (N, d_model)
-        history = None if cache is None else self._history_mask(cache, prev_output_tokens.size(0), memory, step)
+        key_mask, history = ~memory_pad, None  # (B_s, S) True = real source token
+        if cache is not None:  # one step: additive masks, made once for all layers (cache.additive)
+            key_mask = additive(key_mask, x.dtype)  # (B_s, S) 0 or -inf
+            history = self._history_mask(cache, prev_output_tokens.size(0), memory, step)
+            history = None if history is None else additive(history, x.dtype)  # (B_s, 1, g, E)
         attn, cross_all, self_all = None, [], []
         for i, layer in enumerate(self.layers):
             want = need_all_weights or (need_attn and i == self.alignment_layer)
-            x, w_cross, w_self = layer(x, memory, ~memory_pad, cache, need_weights=want, packing=packing,
+            x, w_cross, w_self = layer(x, memory, key_mask, cache, need_weights=want, packing=packing,
                                        history=history)
             if need_attn and i == self.alignment_layer:
                 attn = w_cross.mean(dim=1)  # (B, T, S), averaged over heads

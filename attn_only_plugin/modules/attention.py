@@ -21,7 +21,8 @@ def scaled_dot_product_attention(
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """Eq. (1), section 3.2.1: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
 
-    q: (B, h, T, d_k), k: (B, h, S, d_k), v: (B, h, S, d_v); mask broadcastable to (B, h, T, S).
+    q: (B, h, T, d_k), k: (B, h, S, d_k), v: (B, h, S, d_v); mask broadcastable to (B, h, T, S),
+    boolean or additive (0 = may attend, -inf = not; decoding steps, cache.additive).
     The normal path is torch's fused kernel, which never materialises the weights; with
     need_weights=True the same maths is written out so that the (B, h, T, S) weights can be
     returned (attention plots, alignments). Both give the same output.
@@ -34,7 +35,7 @@ def scaled_dot_product_attention(
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, T, S)
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
     weights = scores.softmax(dim=-1)  # (B, h, T, S)
     return F.dropout(weights, dropout_p) @ v, weights  # (B, h, T, d_v)
 
@@ -77,7 +78,7 @@ class MultiHeadAttention(nn.Module):
                 need_weights: bool = False, packing: Optional[Packing] = None,
                 history: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor]]:
         """x: (B, T, d_model) queries; memory: (B_s, S, d_model) for encoder-decoder attention, else
-        None (self-attention); key_mask: (B_s, S) True = real token; cache: incremental decoding
+        None (self-attention); key_mask: (B_s, S) True = real token (or additive: 0 / -inf); cache: incremental decoding
         state, filled in place (self-attention: keys/values grow by T; encoder-decoder: computed
         once); packing: x holds only the real rows (N, d_model) of the (B, T) queries (training,
         see packing.py), and so does the output. Returns (B, T, d_model) and, if need_weights,

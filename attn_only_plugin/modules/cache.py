@@ -115,6 +115,14 @@ def history_mask(history: Tensor, step: int) -> Tuple[Tensor, Tensor]:
     return history, history[:, None, :, :E]  # (B_s, 1, g, E)
 
 
+def additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A boolean mask (True = may attend) as the additive mask torch's fused attention takes:
+    0 where True, -inf elsewhere. Made once per decoding step for all layers, where a boolean mask
+    would be converted in every layer's call (and was slower in the kernel: 1.35 against 0.78 ms
+    for 16 sentences, beam 4, 8 heads, 76 steps)."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
 def reorder_history(history: Tensor, rows: Optional[Tensor], parents: Tensor) -> Tensor:
     """Beam search keeps sentences `rows` (None: all, in place) and gives hypothesis j of kept
     sentence n the path of hypothesis parents[n, j] of the same sentence: (B_s', g, C_e)."""
@@ -137,7 +145,8 @@ def per_hypothesis(cached: Tensor, history: Tensor) -> Tensor:
 
 def own_weights(weights: Tensor, mask: Tensor) -> Tensor:
     """Attention weights over a sentence's entries (B, h, 1, E) as each hypothesis's weights over
-    its own S positions (B, h, 1, S); mask (B_s, 1, g, E) is history_mask's."""
+    its own S positions (B, h, 1, S); mask (B_s, 1, g, E) is history_mask's, or its additive form."""
     B, h, _, E = weights.shape
+    mask = mask if mask.dtype == torch.bool else mask.eq(0)
     on_path = mask.transpose(1, 2).reshape(B, 1, 1, E).expand(B, h, 1, E)  # (B, h, 1, E)
     return weights.masked_select(on_path).view(B, h, 1, -1)  # (B, h, 1, S)

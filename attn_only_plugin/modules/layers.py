@@ -69,10 +69,11 @@ class DecoderLayer(nn.Module):
     def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor, cache: Cache = None,
                 need_weights: bool = False, packing: Optional[Packing] = None, history: Optional[Tensor] = None):
         """x: (B, T, d_model), or its real rows (N, d_model) with packing; memory: (B, S, d_model);
-        memory_mask: (B, S) True = real token.
+        memory_mask: (B, S) True = real token, or additive (0 / -inf) when decoding.
         With a cache (incremental decoding) x holds only the new positions and the causal mask
         is implied: the queries see every cached position (or, with history (B_s, 1, g, E), the
-        entries on each hypothesis's path in a cache shared by its beam, see cache.py). Returns the output, the
+        additive mask of the entries on each hypothesis's path in a cache shared by its beam, see
+        cache.py). Returns the output, the
         encoder-decoder weights (B, h, T, S) and the self-attention weights (B, h, T, T_all)."""
         causal = cache is None
         x, w_self = self.sub_self(x, lambda y: self.self_attn(
