@@ -84,7 +84,6 @@ class AttnOnlyTransformer(FairseqEncoderDecoderModel):
     """Section 3: encoder-decoder Transformer. Our own layers on fairseq's base interfaces."""
     gives_real_only = True  # forward(..., real_only=True): training logits of real target tokens only
 
-
     def __init__(self, cfg: TransformerConfig, encoder: Encoder, decoder: Decoder):
         super().__init__(encoder, decoder)
         self.cfg = cfg

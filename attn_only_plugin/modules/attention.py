@@ -78,11 +78,11 @@ class MultiHeadAttention(nn.Module):
                 need_weights: bool = False, packing: Optional[Packing] = None,
                 history: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor]]:
         """x: (B, T, d_model) queries; memory: (B_s, S, d_model) for encoder-decoder attention, else
-        None (self-attention); key_mask: (B_s, S) True = real token (or additive: 0 / -inf); cache: incremental decoding
-        state, filled in place (self-attention: keys/values grow by T; encoder-decoder: computed
-        once); packing: x holds only the real rows (N, d_model) of the (B, T) queries (training,
-        see packing.py), and so does the output. Returns (B, T, d_model) and, if need_weights,
-        (B, h, T, S) weights.
+        None (self-attention); key_mask: (B_s, S) True = real token (or additive, 0 / -inf);
+        cache: incremental decoding state, filled in place (self-attention: keys/values grow by T;
+        encoder-decoder: computed once); packing: x holds only the real rows (N, d_model) of the
+        (B, T) queries (training, see packing.py), and so does the output. Returns (B, T, d_model)
+        and, if need_weights, (B, h, T, S) weights.
 
         B_s = B except in beam search, where B = g B_s: each memory row serves g consecutive
         hypotheses (a sentence's beam, see models/encoder_decoder.py), whose queries then go
