@@ -54,3 +54,37 @@ def test_batches_follow_fairseq_layout(script):
     sorted_pads = bench.pad_share(bench.make_batches(d, 4, 16, batching="sorted"), d.pad())
     random_pads = bench.pad_share(bench.make_batches(d, 4, 16, batching="random"), d.pad())
     assert sorted_pads["src"] == 0 and 0.05 < sorted_pads["tgt"] < 0.3 and random_pads["src"] > 0.15
+
+
+def test_benchmark_needs_no_compiled_fairseq(tmp_path):
+    """scripts/gpu_bundle.sh carries fairseq's Python sources without its compiled extensions to
+    the GPU machine: the benchmark must run on them alone."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import fairseq
+    site = tmp_path / "site"
+    shutil.copytree(Path(fairseq.__file__).parent, site / "fairseq",
+                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    root = Path(__file__).resolve().parents[2]
+    code = ("import fairseq, runpy, sys; assert fairseq.__file__.startswith(sys.argv[1]), fairseq.__file__; "
+            "sys.argv = ['benchmark.py', '--preset', 'tiny', '--parts', 'generation', '--generate', '4', "
+            "'--batch-size', '4']; runpy.run_path('scripts/benchmark.py', run_name='__main__')")
+    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{root}", PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, "-c", code, str(site)], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not list(site.rglob("*.so")) and "identical beam-4 hypotheses: True" in proc.stdout
+
+
+def test_gpu_bundle_without_an_install_says_what_to_do(tmp_path):
+    import os
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(["bash", str(root / "scripts" / "gpu_bundle.sh")], capture_output=True, text=True,
+                          env=dict(os.environ, VENV=str(tmp_path / "no-venv")))
+    assert proc.returncode == 1 and "run 'bash scripts/install.sh' first" in proc.stderr

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Pack what the GPU machine lent through the `device` tool lacks for scripts/benchmark.py, so that
+# the GPU benchmark is one `run` call. That machine has no network; its image holds Python 3.12,
+# a CUDA torch, numpy, regex, sacrebleu, sentencepiece, tqdm, packaging and scikit-learn (listed
+# in the tool's KINDS.md), but not fairseq, hydra-core, omegaconf, antlr4 or bitarray.
+#
+#   bash scripts/gpu_bundle.sh [PYTHON_VERSION]    # default 3.12 (the device's); writes .gpu_bundle/
+#
+# then, on the device (carry [".gpu_bundle"]):
+#   export PYTHONPATH=$PWD/.gpu_bundle/site:$PWD
+#   python3 scripts/benchmark.py --preset big --device cuda --amp --out $OUT/big.json
+#
+# What goes in .gpu_bundle/site (ignored by git; ~25 MB): fairseq's Python sources from this
+# checkout's .venv without its compiled extensions (the benchmark builds models and runs
+# SequenceGenerator; only fairseq-train's batching and fairseq-score's BLEU need the extensions),
+# the pure-Python hydra, omegaconf and antlr4 packages from the same .venv, and bitarray's wheel for
+# PYTHON_VERSION from PyPI. Checked here by running the tiny benchmark with PYTHONPATH on this
+# bundle in a venv that has none of those packages (see README, "Speed").
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY_VERSION="${1:-3.12}"
+VENV="${VENV:-$ROOT/.venv}"
+OUT="$ROOT/.gpu_bundle"
+SITE="$(ls -d "$VENV"/lib/python3*/site-packages 2>/dev/null | head -1 || true)"
+if [ -z "$SITE" ] || [ ! -d "$SITE/fairseq" ]; then
+  echo "error: no fairseq in $VENV: run 'bash scripts/install.sh' first (the bundle is copied from it)" >&2
+  exit 1
+fi
+BITARRAY="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("bitarray"))')"
+
+echo "[gpu_bundle] copying fairseq (no compiled extensions), hydra, omegaconf, antlr4 from $SITE" >&2
+rm -rf "$OUT.tmp" && mkdir -p "$OUT.tmp/site"
+for pkg in fairseq hydra omegaconf antlr4; do
+  cp -r "$SITE/$pkg" "$OUT.tmp/site/"
+done
+find "$OUT.tmp/site" \( -name "*.so" -o -name "__pycache__" \) -prune -exec rm -rf {} +
+
+echo "[gpu_bundle] bitarray $BITARRAY for Python $PY_VERSION (manylinux x86-64) from PyPI" >&2
+"$VENV/bin/python" -m pip install -q --no-deps --only-binary=:all: --target "$OUT.tmp/site" \
+    --python-version "$PY_VERSION" --implementation cp --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 "bitarray==$BITARRAY" \
+  || { echo "error: no bitarray $BITARRAY wheel for Python $PY_VERSION: pass another version or check the network" >&2; exit 1; }
+
+rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
+echo "[gpu_bundle] ok: $OUT ($(du -sh "$OUT" | cut -f1)); on the device: export PYTHONPATH=\$PWD/.gpu_bundle/site:\$PWD" >&2
