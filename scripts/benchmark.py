@@ -158,7 +158,7 @@ def _trainer(model, device, amp, pad):
                       target=b["tgt"])
         with torch.autocast(device_type=device, dtype=torch.float16 if device == "cuda" else torch.bfloat16,
                             enabled=amp):
-            lprobs, target, _ = target_lprobs(model, sample, pad)  # what paper_label_smoothed_ce runs
+            lprobs, target = target_lprobs(model, sample, pad)  # what paper_label_smoothed_ce runs
             loss, _ = label_smoothed_nll_loss(lprobs, target, 0.1, pad)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -36,13 +36,12 @@ def label_smoothed_nll_loss(lprobs: Tensor, target: Tensor, eps: float, ignore_i
     return loss.sum(), nll.masked_fill(ignored, 0.0).sum()
 
 
-def target_lprobs(model, sample, pad: int) -> Tuple[Tensor, Tensor, tuple]:
+def target_lprobs(model, sample, pad: int) -> Tuple[Tensor, Tensor]:
     """The model's log-probabilities for the target tokens, (M, V), and the targets (M,).
 
     Our model (models/encoder_decoder.py, real_only) gives in training those of the N real tokens
     only: the pre-softmax map (section 3.4) and the softmax never run on a pad. Any other model
-    gives all M = B T positions, and label_smoothed_nll_loss masks the pads. Returns the model's
-    output too (for a criterion that needs more of it)."""
+    gives all M = B T positions, and label_smoothed_nll_loss masks the pads."""
     real_only = {"real_only": True} if getattr(model, "gives_real_only", False) else {}
     net_output = model(**sample["net_input"], **real_only)
     lprobs = model.get_normalized_probs(net_output, log_probs=True)  # (B, T, V) or (N, V)
@@ -50,11 +49,11 @@ def target_lprobs(model, sample, pad: int) -> Tuple[Tensor, Tensor, tuple]:
     index = net_output[1].get("real_index") if isinstance(net_output[1], dict) else None
     if index is not None:
         real = target.index_select(0, index)  # (N,) the real tokens' targets
-        if int(real.ne(pad).sum()) != int(target.ne(pad).sum()) or int(real.eq(pad).sum()):
+        if bool(real.eq(pad).any()) or index.numel() != int(target.ne(pad).sum()):
             raise PluginError("the targets' real tokens are not the decoder inputs' (prev_output_tokens must be the "
                               "targets shifted right by one, both right-padded as fairseq's collater makes them)")
         target = real
-    return lprobs.reshape(-1, lprobs.size(-1)), target, net_output  # (M, V), (M,)
+    return lprobs.reshape(-1, lprobs.size(-1)), target  # (M, V), (M,)
 
 
 @dataclass
@@ -77,7 +76,7 @@ class LabelSmoothedCrossEntropy(FairseqCriterion):
         self.eps, self.report_accuracy, self.sentence_avg = label_smoothing, report_accuracy, sentence_avg
 
     def forward(self, model, sample, reduce=True):
-        lprobs, target, _ = target_lprobs(model, sample, self.padding_idx)  # (M, V), (M,)
+        lprobs, target = target_lprobs(model, sample, self.padding_idx)  # (M, V), (M,)
         loss, nll_loss = label_smoothed_nll_loss(lprobs, target, self.eps, self.padding_idx)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {"loss": loss.data, "nll_loss": nll_loss.data, "ntokens": sample["ntokens"],

@@ -68,11 +68,11 @@ def test_real_tokens_only_equals_every_position(dictionary):
     the same loss, accuracy and gradients as the padded logits a model without real_only gives."""
     model = build_model(dictionary).train()  # dropout 0: deterministic
     sample = _sample(dictionary)
-    lprobs, target, _ = target_lprobs(model, sample, dictionary.pad())
+    lprobs, target = target_lprobs(model, sample, dictionary.pad())
     assert lprobs.shape == (sample["ntokens"], len(dictionary)) and target.ne(dictionary.pad()).all()
     got = _criterion_loss_and_grads(model, dictionary, sample)
     model.gives_real_only = False  # as fairseq's own transformer: every position's logits
-    lprobs, _, _ = target_lprobs(model, sample, dictionary.pad())
+    lprobs, _ = target_lprobs(model, sample, dictionary.pad())
     assert lprobs.shape == (sample["target"].numel(), len(dictionary))
     want = _criterion_loss_and_grads(model, dictionary, sample)
     assert torch.allclose(got[0], want[0], atol=1e-5)
