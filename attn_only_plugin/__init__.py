@@ -5,7 +5,7 @@
 
 Importing the package registers the model (`attn_only_transformer` with architectures
 `transformer_base`, `transformer_big`, `transformer_parse`), the criterion
-`paper_label_smoothed_ce`, the schedule `noam` and the task `translation_paper` (GNMT length penalty), makes torch's safe checkpoint loader accept
+`paper_label_smoothed_ce`, the schedule `noam`, the optimizer `paper_adam` and the task `translation_paper` (GNMT length penalty), makes torch's safe checkpoint loader accept
 fairseq's checkpoints, repairs fairseq-fixed's dropped final batch (fairseq_fixes.py), checks input
 (data directory, interactive lines, sentencepiece model, NaN training; input_checks.py), and turns the
 plugin's own errors into one-line messages.
@@ -19,5 +19,5 @@ errors.install_excepthook()
 fairseq_fixes.install()
 input_checks.install()
 
-from . import criterions, lr_scheduler, models, tasks  # noqa: E402,F401  (registration)
+from . import criterions, lr_scheduler, models, optim, tasks  # noqa: E402,F401  (registration)
 from .hub import load  # noqa: E402,F401  (Python API)

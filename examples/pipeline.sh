@@ -84,7 +84,7 @@ train_paper() {  # train_paper WORK ARCH MAX_UPDATE SAVE_EVERY KEEP [extra fairs
   "$BIN/fairseq-train" "$work/data-bin" --user-dir "$REPO/attn_only_plugin" \
       --arch "$arch" `# Table 3` \
       --criterion paper_label_smoothed_ce --label-smoothing 0.1 `# section 5.4: eps_ls = 0.1` \
-      --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 `# section 5.3` \
+      --optimizer paper_adam `# section 5.3: Adam, beta_1 0.9, beta_2 0.98, epsilon 1e-9 (its defaults)` \
       --lr-scheduler noam --warmup-updates 4000 `# section 5.3: warmup_steps = 4000` \
       --max-tokens "$max_tokens" --update-freq "$(update_freq "$gpus" "$max_tokens")" `# section 5.1: ~25k source tokens/step` \
       --max-update "$steps" `# section 5.2` \

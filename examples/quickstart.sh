@@ -29,7 +29,7 @@ say "training $UPDATES updates (progress every 50)"
     --encoder-layers 3 --decoder-layers 3 --d-model 128 --d-ff 512 --heads 4 `# N, d_model, d_ff, h` \
     --dropout 0.0 `# P_drop: 0.1 in the paper (section 5.4); off for a 10-minute run that cannot overfit` \
     --criterion paper_label_smoothed_ce --label-smoothing 0.1 `# section 5.4` \
-    --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 `# section 5.3` \
+    --optimizer paper_adam `# section 5.3: Adam, beta_1 0.9, beta_2 0.98, epsilon 1e-9 (its defaults)` \
     --lr-scheduler noam --warmup-updates 400 --lr-multiplier 0.5 `# section 5.3 formula; short warm-up, peak 2.2e-3` \
     --max-tokens 2048 --max-update "$UPDATES" `# ~1.5k target tokens per step: many small steps fit a CPU` \
     --save-interval-updates "$SAVE_EVERY" --keep-interval-updates 5 --no-epoch-checkpoints `# section 6.1: last 5 averaged` \

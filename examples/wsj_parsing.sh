@@ -38,7 +38,7 @@ say "fairseq-train --arch transformer_parse"
     --embedding-sharing decoder `# words and bracket symbols are two vocabularies` \
     --max-source-positions 512 --max-target-positions 1536 \
     --criterion paper_label_smoothed_ce --label-smoothing 0.1 `# section 5.4` \
-    --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 --lr-scheduler noam `# section 5.3` \
+    --optimizer paper_adam --lr-scheduler noam `# section 5.3: Adam (beta_1 0.9, beta_2 0.98, epsilon 1e-9) and the warm-up schedule` \
     --max-update "${UPDATES:-100000}" --save-interval-updates "${SAVE_EVERY:-500}" --keep-interval-updates 5 \
     --no-epoch-checkpoints --save-dir "$WORK/checkpoints" --seed 1 --log-format simple --log-interval 50 \
     "${SHAPE[@]}" 2>&1 | tee -a "$WORK/train.log" | grep --line-buffered -E "train_inner|valid on|done training|rror"

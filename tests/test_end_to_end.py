@@ -14,8 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = str(ROOT / "attn_only_plugin")
 BIN = Path(sys.executable).parent
 TINY = ["--encoder-layers", "2", "--decoder-layers", "2", "--d-model", "32", "--d-ff", "64", "--heads", "4"]
-PAPER = ["--criterion", "paper_label_smoothed_ce", "--lr-scheduler", "noam", "--optimizer", "adam",
-         "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-9"]
+PAPER = ["--criterion", "paper_label_smoothed_ce", "--lr-scheduler", "noam", "--optimizer", "paper_adam"]
 
 
 def run(tool, *args, ok=True, stdin=None, cwd=None):
@@ -93,6 +92,11 @@ def test_learns_interactive_and_resume(data, tmp_path):
     exact = sum(hyps[i] == refs[i] for i in refs) / len(refs)
     print(f"exact match after 800 updates: {exact:.1%}")
     assert exact >= 0.9
+    import torch
+    import attn_only_plugin  # noqa: F401  (safe loading of the checkpoint)
+    state = torch.load(save / "checkpoint_last.pt", weights_only=True)  # paper_adam's defaults, no flags given
+    group = state["last_optimizer_state"]["param_groups"][0]
+    assert (group["betas"], group["eps"], group["weight_decay"], group["fused"]) == ((0.9, 0.98), 1e-9, 0.0, True)
     aligned = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", save / "checkpoint_last.pt",
                   "--beam", 4, "--batch-size", 100, "--cpu", "--print-alignment")
     align = [l.split("\t")[1].split() for l in aligned.stdout.splitlines() if l.startswith("A-")]
@@ -161,6 +165,8 @@ def test_hydra_yaml_config(data, tmp_path):
     state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
     assert state["cfg"]["model"]["_name"] == "attn_only_transformer" and state["cfg"]["model"]["d_model"] == 32
     assert state["model"]["encoder.embed.tokens.weight"].shape[1] == 32
+    group = state["last_optimizer_state"]["param_groups"][0]  # section 5.3, from the YAML's paper_adam
+    assert state["cfg"]["optimizer"]["_name"] == "paper_adam" and group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9
 
 
 def test_python_api_translates(data, tmp_path):

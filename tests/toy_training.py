@@ -46,8 +46,8 @@ def train_args(data: Path, save_dir: Path, max_update: int, dropout: float, *ext
     a log line for every update (`num_updates=N`) on stdout."""
     return [data, "--user-dir", PLUGIN, "--arch", "transformer_base", "--encoder-layers", 2, "--decoder-layers", 2,
             "--d-model", 32, "--d-ff", 64, "--heads", 4, "--dropout", dropout, "--criterion", "paper_label_smoothed_ce",
-            "--lr-scheduler", "noam", "--warmup-updates", 50, "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)",
-            "--adam-eps", "1e-9", "--cpu", "--batch-size", 16, "--max-update", max_update, "--save-dir", save_dir,
+            "--lr-scheduler", "noam", "--warmup-updates", 50, "--optimizer", "paper_adam", "--cpu", "--batch-size", 16,
+            "--max-update", max_update, "--save-dir", save_dir,
             "--seed", 3, "--log-format", "simple", "--log-interval", 1, *extra]
 
 

@@ -1,0 +1,1 @@
+from . import paper_adam  # noqa: F401  (registration)

@@ -1,0 +1,79 @@
+"""Section 5.3: Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9, as Kingma & Ba write it."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+from fairseq.optim import OPTIMIZER_REGISTRY
+from fairseq.optim.adam import Adam as FairseqAdamKernel
+
+from attn_only_plugin.errors import PluginError
+from attn_only_plugin.optim.paper_adam import PaperAdam, PaperAdamConfig, fusable, parse_betas
+
+# One scalar theta_0 = 1, gradients 0.5 then -1, lrate 0.1, and epsilon 0.1 so that where it
+# goes shows. By hand (Kingma & Ba, Algorithm 1):
+#   t=1: m = 0.05, v = 0.005; m^ = 0.5, v^ = 0.25; theta = 1 - 0.1 * 0.5 / (0.5 + 0.1) = 0.916667
+#   t=2: m = -0.055, v = 0.0249; m^ = -0.055 / 0.19 = -0.289474, v^ = 0.0249 / 0.0396 = 0.628788;
+#        theta = 0.916667 + 0.1 * 0.289474 / (0.792961 + 0.1) = 0.949084
+HAND = [0.9166667, 0.9490839]
+# fairseq's `adam` adds epsilon before the bias correction: t=1 gives
+#   1 - 0.1 * sqrt(0.02) / 0.1 * 0.05 / (sqrt(0.005) + 0.1) = 0.958579
+FAIRSEQ_T1 = 0.9585786
+
+
+def config(**kw):
+    return SimpleNamespace(**{**vars(PaperAdamConfig()), "lr": [0.1], **kw})
+
+
+def two_steps(make_optimizer):
+    theta = torch.nn.Parameter(torch.tensor([1.0]))
+    opt = make_optimizer([theta])
+    seen = []
+    for g in (0.5, -1.0):
+        theta.grad = torch.tensor([g])
+        opt.step()
+        seen.append(theta.item())
+    return opt, seen
+
+
+def test_update_is_kingma_ba():
+    opt, seen = two_steps(lambda ps: PaperAdam(config(adam_eps=0.1), ps))
+    assert seen == pytest.approx(HAND, abs=1e-6)
+    assert opt.optimizer.defaults["fused"] is True  # one fused pass on the CPU
+    _, fairseq_seen = two_steps(lambda ps: FairseqAdamKernel(ps, lr=0.1, betas=(0.9, 0.98), eps=0.1))
+    assert fairseq_seen[0] == pytest.approx(FAIRSEQ_T1, abs=1e-6)  # the departure, at this large epsilon
+
+
+def test_defaults_are_section_5_3_and_registered():
+    assert OPTIMIZER_REGISTRY["paper_adam"] is PaperAdam
+    group = PaperAdam(config(), [torch.nn.Parameter(torch.zeros(3))]).param_groups[0]
+    assert group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9 and group["weight_decay"] == 0.0
+    assert group["lr"] == 0.1
+
+
+def test_weight_decay_is_decoupled():
+    """Not in the paper (default 0); as in fairseq's `adam`, theta <- theta (1 - lrate * decay),
+    outside the moments: with a zero gradient, 1 * (1 - 0.1 * 0.5) = 0.95."""
+    theta = torch.nn.Parameter(torch.tensor([1.0]))
+    opt = PaperAdam(config(weight_decay=0.5), [theta])
+    theta.grad = torch.zeros(1)
+    opt.step()
+    assert theta.item() == pytest.approx(0.95, abs=1e-7)
+
+
+def test_parameter_groups_and_flat_params():
+    a, b = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(3))
+    opt = PaperAdam(config(), [{"params": [a]}, {"params": [b]}])
+    assert len(opt.param_groups) == 2 and opt.supports_flat_params
+    assert fusable([a, b]) and not fusable([torch.zeros(2, device="meta")])
+    assert not fusable([torch.zeros(2, dtype=torch.long)])
+
+
+@pytest.mark.parametrize("bad", ["0.9, 0.98, 0.9", "(0.9,)", "(1.0, 0.98)", "beta", "__import__('os')"])
+def test_bad_betas_one_line(bad):
+    with pytest.raises(PluginError, match=r"--adam-betas must be two numbers in \[0, 1\)"):
+        parse_betas(bad)
+
+
+def test_bad_epsilon():
+    with pytest.raises(PluginError, match="--adam-eps must be > 0"):
+        PaperAdam(config(adam_eps=0.0), [torch.nn.Parameter(torch.zeros(1))])
