@@ -13,7 +13,10 @@ does (almost no source padding; targets of a translation still vary in length, ~
   --warmup steps, median of --repeats, the two models in one process taking turns step by step
   on the same batch; peak memory from a fresh process per model (CUDA max allocated, or the
   process's peak RSS); model FLOP/s by the analytic count of training_flops.py and MFU against
-  the device's peak (--peak-tflops, or the data sheet's for known GPUs);
+  the device's peak (--peak-tflops, or the data sheet's for known GPUs). Each model steps with
+  the optimizer its fairseq-train recipe names (--optimizer recipe): fairseq's `adam` for the
+  built-in, our `paper_adam` for ours, both with section 5.3's betas and epsilon; --optimizer
+  adam or paper_adam gives both models the same one;
 - generation: fairseq's SequenceGenerator, beam 4, lenpen 0.6, on the same sentences, the two
   models taking turns batch by batch: sentences/s and tokens/s (median of --repeats), and
   whether both produce identical hypotheses.
@@ -147,11 +150,32 @@ def model_flops(batch, shape, pad) -> float:
     return 6 * (p_enc * sum(S) + p_dec * sum(T)) + 3 * attention
 
 
-def _trainer(model, device, amp, pad):
-    """One training step of `model` on a batch: forward, the paper's smoothed loss, backward, Adam."""
+RECIPE_OPTIMIZERS = {"fairseq": "adam", "ours": "paper_adam"}  # what each model's fairseq-train command names
+
+
+def build_optimizer(name, params):
+    """The optimizer `fairseq-train --optimizer NAME` builds, with section 5.3's beta_1 0.9,
+    beta_2 0.98 and epsilon 1e-9: fairseq's `adam` (on a CPU, or a GPU without apex, its Python
+    loop over the parameters) or our `paper_adam` (torch's fused Adam)."""
+    from fairseq.optim.adam import FairseqAdam, FairseqAdamConfig
+    from attn_only_plugin.optim.paper_adam import PaperAdam, PaperAdamConfig
+    if name == "adam":
+        return FairseqAdam(FairseqAdamConfig(adam_betas="(0.9, 0.98)", adam_eps=1e-9, lr=[1e-4], tpu=False), params)
+    return PaperAdam(PaperAdamConfig(lr=[1e-4]), params)
+
+
+def optimizer_for(which, optimizer):
+    """The optimizer's name for model `which` ('ours' or 'fairseq') under --optimizer."""
+    return RECIPE_OPTIMIZERS[which] if optimizer == "recipe" else optimizer
+
+
+def _trainer(model, device, amp, pad, optimizer):
+    """One training step of `model` on a batch: forward, the paper's smoothed loss, backward, the
+    optimizer's step (fairseq's `adam` or our `paper_adam`); returns the seconds of that last part."""
     import torch
     from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    opt = build_optimizer(optimizer, model.parameters())
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def step(b):
         sample = dict(net_input=dict(src_tokens=b["src"], src_lengths=b["lengths"], prev_output_tokens=b["prev"]),
@@ -160,9 +184,13 @@ def _trainer(model, device, amp, pad):
                             enabled=amp):
             lprobs, target = target_lprobs(model, sample, pad)  # what paper_label_smoothed_ce runs
             loss, _ = label_smoothed_nll_loss(lprobs, target, 0.1, pad)
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()
         loss.backward()
+        sync()
+        t = time.perf_counter()
         opt.step()
+        sync()
+        return time.perf_counter() - t
     return step
 
 
@@ -175,44 +203,49 @@ def _batches(d, device, batch_size, batching):
     return [{k: v.to(device) for k, v in b.items()} for b in make_batches(d, 4, batch_size, batching=batching)]
 
 
-def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batching, queue):
+def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batching, optimizer, queue):
     """Runs in its own process: both models train side by side, taking turns step by step on the
     same batch (who goes first alternates), so that a machine whose speed drifts slows both alike.
     Per repeat, target tokens/s and model FLOP/s over `updates` steps each, after `warmup`."""
     import torch
     theirs, ours, d = build_pair(shape)
     models = {"fairseq": theirs, "ours": ours}
-    steps = {name: _trainer(m.to(device).train(), device, amp, d.pad()) for name, m in models.items()}
+    steps = {name: _trainer(m.to(device).train(), device, amp, d.pad(), optimizer_for(name, optimizer))
+             for name, m in models.items()}
     batches = _batches(d, device, batch_size, batching)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for i in range(warmup):
         for step in steps.values():
             step(batches[i % len(batches)])
     seconds = {name: [0.0] * repeats for name in steps}
+    in_optimizer = dict.fromkeys(steps, 0.0)
     for r in range(repeats):
         for i in range(updates):
             for name in _turns(r + i):
                 sync()
                 t = time.perf_counter()
-                steps[name](batches[i % len(batches)])
+                in_optimizer[name] += steps[name](batches[i % len(batches)])
                 sync()
                 seconds[name][r] += time.perf_counter() - t
     tokens = sum(int(batches[i % len(batches)]["tgt"].ne(d.pad()).sum()) for i in range(updates))
     flops = sum(model_flops(batches[i % len(batches)], shape, d.pad()) for i in range(updates))
     pads = pad_share(batches, d.pad())
     queue.put({name: dict(tokens_per_s_per_repeat=[tokens / s for s in secs],
-                          flops_per_s_per_repeat=[flops / s for s in secs], pad_share=pads)
+                          flops_per_s_per_repeat=[flops / s for s in secs], pad_share=pads,
+                          step_ms=1e3 * sum(secs) / (repeats * updates),
+                          optimizer_ms=1e3 * in_optimizer[name] / (repeats * updates))
                for name, secs in seconds.items()})
 
 
-def train_memory(which, shape, device, amp, n_steps, batch_size, batching, queue):
+def train_memory(which, shape, device, amp, n_steps, batch_size, batching, optimizer, queue):
     """Runs in its own process: the peak memory of training `which` ('ours' or 'fairseq') for
     n_steps steps (the process's peak RSS on a CPU, CUDA max allocated on a GPU)."""
     import torch
     theirs, ours, d = build_pair(shape)
     model = (ours if which == "ours" else theirs).to(device).train()
     del theirs, ours
-    step, batches = _trainer(model, device, amp, d.pad()), _batches(d, device, batch_size, batching)
+    step = _trainer(model, device, amp, d.pad(), optimizer_for(which, optimizer))
+    batches = _batches(d, device, batch_size, batching)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     for i in range(n_steps):
@@ -259,7 +292,7 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
 
 
 def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=32, n_gen=64,
-        parts=("training", "generation"), batching="random", peak=None):
+        parts=("training", "generation"), batching="random", peak=None, optimizer="recipe"):
     shape = PRESETS[preset]
     peak = peak_tflops(device, amp, peak)
     ctx = mp.get_context("spawn")
@@ -276,10 +309,12 @@ def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_s
     if "training" in parts:
         print(f"[benchmark] training speed: both models in turns, {repeats} x {updates} updates each",
               file=sys.stderr)
-        train = in_process(train_speed, shape, device, amp, updates, warmup, repeats, batch_size, batching)
+        train = in_process(train_speed, shape, device, amp, updates, warmup, repeats, batch_size, batching, optimizer)
         for which, t in train.items():
             print(f"[benchmark] training memory: {which}", file=sys.stderr)
-            t["peak_mib"] = in_process(train_memory, which, shape, device, amp, max(2, warmup + 1), batch_size, batching)
+            t["peak_mib"] = in_process(train_memory, which, shape, device, amp, max(2, warmup + 1), batch_size, batching,
+                                       optimizer)
+            t["optimizer"] = optimizer_for(which, optimizer)
             t["tokens_per_s"] = statistics.median(t["tokens_per_s_per_repeat"])
             t["flops_per_s"] = statistics.median(t.pop("flops_per_s_per_repeat"))
             t["mfu"] = t["flops_per_s"] / (peak * 1e12) if peak else None
@@ -299,13 +334,16 @@ def table(r) -> str:
     values = [(name, t["ours"][key], t["fairseq"][key]) for name, key in rows]
     if t:
         values.append(("training model GFLOP/s", t["ours"]["flops_per_s"] / 1e9, t["fairseq"]["flops_per_s"] / 1e9))
+        values += [(name, t["ours"][key], t["fairseq"][key]) for name, key in
+                   (("training step (ms, mean)", "step_ms"), ("of which optimizer (ms)", "optimizer_ms"))]
     if g:
         values += [(name, g["ours"][key], g["fairseq"][key]) for name, key in
                    (("generation sentences/s", "sentences_per_s"), ("generation tokens/s", "tokens_per_s"))]
     lines = [f"preset {r['preset']} {r['shape']} on {r['device']}{' amp' if r['amp'] else ''}, {r['batching']} batches"]
     if t:
         pads = t["ours"]["pad_share"]
-        lines[0] += f" (training: {pads['src']:.0%} of source and {pads['tgt']:.0%} of target positions are pads)"
+        lines[0] += (f" (training: {pads['src']:.0%} of source and {pads['tgt']:.0%} of target positions are pads;"
+                     f" optimizer {t['ours']['optimizer']} for ours, {t['fairseq']['optimizer']} for the built-in)")
     lines += [f"| {'measure':<28} | {'ours':>10} | {'built-in':>10} | {'ratio':>6} |",
               f"|{'-' * 30}|{'-' * 12}|{'-' * 12}|{'-' * 8}|"]
     lines += [f"| {n:<28} | {a:>10.1f} | {b:>10.1f} | {a / b:>5.2f}x |" for n, a, b in values]
@@ -337,10 +375,13 @@ def main(argv=None) -> None:
                         "fairseq's length-sorted batching gives (default: random)")
     p.add_argument("--peak-tflops", type=float,
                    help="the device's peak rate for MFU (default: the data sheet's, for known GPUs)")
+    p.add_argument("--optimizer", choices=["recipe", "adam", "paper_adam"], default="recipe",
+                   help="recipe: each model with the one its fairseq-train command names (fairseq's adam for the "
+                        "built-in, paper_adam for ours); adam or paper_adam: that one for both (default: recipe)")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
     r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts, a.batching,
-          a.peak_tflops)
+          a.peak_tflops, a.optimizer)
     print(table(r))
     if a.out:
         a.out.write_text(json.dumps(r, indent=2))

@@ -14,9 +14,13 @@ def test_tiny_benchmark_runs_and_hypotheses_match(cli, tmp_path):
     assert r["generation"]["identical_hypotheses"] is True and len(r["generation"]["ratio_per_repeat"]) == 2
     assert r["generation"]["identical_sentences"] == r["generation"]["sentences"] == 4
     assert len(r["training"]["ratio_per_repeat"]) == 2  # both models trained in the one process, in turns
+    # each with the optimizer its fairseq-train recipe names
+    assert (r["training"]["ours"]["optimizer"], r["training"]["fairseq"]["optimizer"]) == ("paper_adam", "adam")
+    assert "optimizer paper_adam for ours, adam for the built-in" in proc.stdout
     for which in ("ours", "fairseq"):
         t = r["training"][which]
         assert t["tokens_per_s"] > 0 and t["peak_mib"] > 0 and len(t["tokens_per_s_per_repeat"]) == 2
+        assert 0 < t["optimizer_ms"] < t["step_ms"]
         assert 0 < t["mfu"] == t["flops_per_s"] / 1e12
         assert r["generation"][which]["sentences_per_s"] > 0
 
@@ -31,6 +35,12 @@ def test_model_flops_hand_computed(script):
     batch = {"src": torch.tensor([[1, 5, 2], [5, 6, 2]]), "tgt": torch.tensor([[7, 2], [8, 2]])}
     assert bench.model_flops(batch, shape, pad=1) == 9408 + 1488
     assert bench.peak_tflops("cpu", False) is None and bench.peak_tflops("cpu", False, 2.5) == 2.5
+
+
+def test_same_optimizer_for_both(script):
+    bench = script("benchmark")
+    assert [bench.optimizer_for(w, "recipe") for w in ("ours", "fairseq")] == ["paper_adam", "adam"]
+    assert [bench.optimizer_for(w, "adam") for w in ("ours", "fairseq")] == ["adam", "adam"]
 
 
 def test_generation_only(cli):
@@ -58,7 +68,8 @@ def test_batches_follow_fairseq_layout(script):
 
 def test_benchmark_needs_no_compiled_fairseq(tmp_path):
     """scripts/gpu_bundle.sh carries fairseq's Python sources without its compiled extensions to
-    the GPU machine: the benchmark must run on them alone."""
+    the GPU machine: the benchmark, training (fairseq's `adam` included) and generation, must run
+    on them alone."""
     import os
     import shutil
     import subprocess
@@ -71,8 +82,8 @@ def test_benchmark_needs_no_compiled_fairseq(tmp_path):
                     ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     root = Path(__file__).resolve().parents[2]
     code = ("import fairseq, runpy, sys; assert fairseq.__file__.startswith(sys.argv[1]), fairseq.__file__; "
-            "sys.argv = ['benchmark.py', '--preset', 'tiny', '--parts', 'generation', '--generate', '4', "
-            "'--batch-size', '4']; runpy.run_path('scripts/benchmark.py', run_name='__main__')")
+            "sys.argv = ['benchmark.py', '--preset', 'tiny', '--updates', '1', '--warmup', '0', '--repeats', '1', "
+            "'--generate', '4', '--batch-size', '4']; runpy.run_path('scripts/benchmark.py', run_name='__main__')")
     env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{root}", PYTHONWARNINGS="ignore")
     proc = subprocess.run([sys.executable, "-c", code, str(site)], cwd=root, env=env, capture_output=True, text=True,
                           timeout=600)
