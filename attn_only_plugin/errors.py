@@ -6,7 +6,8 @@ command-line run (directly, or wrapped by fairseq in another exception), the hoo
 fairseq's own input errors are shown the same way, with what to do added where fairseq does not
 say it (_FAIRSEQ_INPUT_ERRORS): "Size of sample #N is invalid ... skip this example with
 --skip-invalid-size-inputs-valid-test" (an input longer than the model's positions), a --path
-that does not exist, a split that fairseq-preprocess did not write.
+that does not exist, a split that fairseq-preprocess did not write, a checkpoint resumed with
+another --optimizer than it was trained with.
 Set ATTN_ONLY_TRACEBACK=1 to see the full traceback.
 """
 import os
@@ -26,6 +27,9 @@ _FAIRSEQ_INPUT_ERRORS = {
                               "and checkpoint_last.pt into --save-dir)",
     "Dataset not found: ": "fairseq-preprocess wrote no such split into that folder; give it --trainpref/--validpref/"
                            "--testpref, or choose an existing split with --valid-subset / --gen-subset",
+    "Optimizer does not match; ": "the checkpoint's Adam moments are another optimizer's (the recipes use "
+                                  "paper_adam since 2026-11-24): resume with its --optimizer, or keep the weights "
+                                  "and start new moments with --reset-optimizer",
 }
 
 

@@ -325,6 +325,21 @@ def test_label_smoothing_and_warmup_ranges_in_process():
             NoamSchedule(SimpleNamespace(warmup_updates=warmup, lr_multiplier=1.0, d_model=32), optimizer=None)
 
 
+def test_resume_with_another_optimizer_or_bad_betas(setup, tmp_path):
+    """The setup's checkpoint was trained with paper_adam: resuming it with fairseq's adam is
+    refused in one line naming --reset-optimizer, and leaves the checkpoints alone; bad betas too."""
+    save = tmp_path / "ckpt"
+    shutil.copytree(setup / "ckpt", save)
+    before = snapshot(save)
+    proc = run("fairseq-train", setup / "bin", "--user-dir", PLUGIN, *ARCH, "--criterion", "paper_label_smoothed_ce",
+               "--lr-scheduler", "noam", "--optimizer", "adam", "--max-tokens", 2000, "--max-update", 6,
+               "--save-dir", save, "--cpu", ok=False)
+    one_line_error(proc, "Optimizer does not match", "--reset-optimizer")
+    one_line_error(train(setup / "bin", save, *ARCH, "--adam-betas", "(0.9, 1.5)", max_update=6, ok=False),
+                   "--adam-betas must be two numbers in [0, 1)", "'(0.9, 1.5)'")
+    assert snapshot(save) == before
+
+
 # 13. NaN/inf loss -------------------------------------------------------------------------------
 
 def test_nan_loss_stops_naming_the_update(setup, tmp_path):
