@@ -43,6 +43,11 @@ PRESETS = {  # d_model, d_ff, heads, layers, vocab
     "base": dict(d_model=512, d_ff=2048, heads=8, layers=6, vocab=37000),
     "big": dict(d_model=1024, d_ff=4096, heads=16, layers=6, vocab=37000),
 }
+# Sentences per training batch (generation: half as many, beam 4): 32 of 10-30 words (~650
+# target tokens) suit 2 CPU cores; the GPU shapes get 256 (~5k target tokens, fairseq's usual
+# --max-tokens 4096 per GPU; the paper's 25k-token batches were spread over 8 GPUs, section 5.1),
+# as a GPU's speed on 650-token steps measures kernel launches, not the model.
+BATCH_SIZE = {"tiny": 32, "cpu": 32, "base": 256, "big": 256}
 
 
 def build_pair(shape, seed=0):
@@ -325,7 +330,7 @@ def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_s
         print(f"[benchmark] generation, beam 4{', fp16' if amp and device == 'cuda' else ''}", file=sys.stderr)
         gen = generation(shape, device, n_gen, batch_size // 2, batching, repeats, half=amp and device == "cuda")
     return dict(preset=preset, shape=shape, device=device, amp=amp, threads=int(os.environ.get("OMP_NUM_THREADS", 0)),
-                batching=batching, peak_tflops=peak, training=train, generation=gen)
+                batching=batching, batch_size=batch_size, peak_tflops=peak, training=train, generation=gen)
 
 
 def table(r) -> str:
@@ -339,7 +344,8 @@ def table(r) -> str:
     if g:
         values += [(name, g["ours"][key], g["fairseq"][key]) for name, key in
                    (("generation sentences/s", "sentences_per_s"), ("generation tokens/s", "tokens_per_s"))]
-    lines = [f"preset {r['preset']} {r['shape']} on {r['device']}{' amp' if r['amp'] else ''}, {r['batching']} batches"]
+    lines = [f"preset {r['preset']} {r['shape']} on {r['device']}{' amp' if r['amp'] else ''}, {r['batching']} batches"
+             f" of {r['batch_size']} sentences"]
     if t:
         pads = t["ours"]["pad_share"]
         lines[0] += (f" (training: {pads['src']:.0%} of source and {pads['tgt']:.0%} of target positions are pads;"
@@ -366,8 +372,10 @@ def main(argv=None) -> None:
     p.add_argument("--updates", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--generate", type=int, default=64, help="sentences to translate")
+    p.add_argument("--batch-size", type=int,
+                   help="sentences per training batch, half as many per generation batch "
+                        f"(default: the preset's, {BATCH_SIZE})")
+    p.add_argument("--generate", type=int, help="sentences to translate (default: two batches of --batch-size)")
     p.add_argument("--parts", nargs="+", choices=["training", "generation"], default=["training", "generation"],
                    help="what to measure (default: both)")
     p.add_argument("--batching", choices=["random", "sorted"], default="random",
@@ -380,6 +388,8 @@ def main(argv=None) -> None:
                         "built-in, paper_adam for ours); adam or paper_adam: that one for both (default: recipe)")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
+    a.batch_size = a.batch_size or BATCH_SIZE[a.preset]
+    a.generate = a.generate or 2 * a.batch_size
     r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts, a.batching,
           a.peak_tflops, a.optimizer)
     print(table(r))

@@ -8,7 +8,7 @@
 #
 # then, on the device (carry [".gpu_bundle"]):
 #   export PYTHONPATH=$PWD/.gpu_bundle/site:$PWD
-#   python3 scripts/benchmark.py --preset big --device cuda --amp --out $OUT/big.json
+#   python3 scripts/benchmark.py --preset big --device cuda --amp --updates 20 --out $OUT/big.json
 #
 # What goes in .gpu_bundle/site (ignored by git; ~25 MB): fairseq's Python sources from this
 # checkout's .venv without its compiled extensions (the benchmark builds models and runs

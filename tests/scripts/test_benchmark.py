@@ -43,6 +43,18 @@ def test_same_optimizer_for_both(script):
     assert [bench.optimizer_for(w, "adam") for w in ("ours", "fairseq")] == ["adam", "adam"]
 
 
+def test_batches_default_to_the_presets(cli, script, tmp_path):
+    """Without --batch-size and --generate: the preset's batch (256 sentences for the GPU shapes,
+    whose speed on the CPU shapes' ~650-token steps would measure kernel launches), and two
+    batches' worth of sentences to translate, in batches of half as many."""
+    assert script("benchmark").BATCH_SIZE == {"tiny": 32, "cpu": 32, "base": 256, "big": 256}
+    out = tmp_path / "bench.json"
+    proc = cli("benchmark", "--preset", "tiny", "--parts", "generation", "--repeats", "1", "--out", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert r["batch_size"] == 32 and r["generation"]["sentences"] == 64 and "batches of 32 sentences" in proc.stdout
+
+
 def test_generation_only(cli):
     proc = cli("benchmark", "--preset", "tiny", "--generate", "4", "--batch-size", "4", "--parts", "generation",
                "--batching", "sorted")
