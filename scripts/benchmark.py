@@ -155,6 +155,12 @@ def model_flops(batch, shape, pad) -> float:
     return 6 * (p_enc * sum(S) + p_dec * sum(T)) + 3 * attention
 
 
+def _synchronizer(device):
+    """A function that waits for the device's queued work (timings on a GPU), a no-op on a CPU."""
+    import torch
+    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+
 RECIPE_OPTIMIZERS = {"fairseq": "adam", "ours": "paper_adam"}  # what each model's fairseq-train command names
 
 
@@ -180,7 +186,7 @@ def _trainer(model, device, amp, pad, optimizer):
     import torch
     from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
     opt = build_optimizer(optimizer, model.parameters())
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync = _synchronizer(device)
 
     def step(b):
         sample = dict(net_input=dict(src_tokens=b["src"], src_lengths=b["lengths"], prev_output_tokens=b["prev"]),
@@ -212,13 +218,12 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
     """Runs in its own process: both models train side by side, taking turns step by step on the
     same batch (who goes first alternates), so that a machine whose speed drifts slows both alike.
     Per repeat, target tokens/s and model FLOP/s over `updates` steps each, after `warmup`."""
-    import torch
     theirs, ours, d = build_pair(shape)
     models = {"fairseq": theirs, "ours": ours}
     steps = {name: _trainer(m.to(device).train(), device, amp, d.pad(), optimizer_for(name, optimizer))
              for name, m in models.items()}
     batches = _batches(d, device, batch_size, batching)
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync = _synchronizer(device)
     for i in range(warmup):
         for step in steps.values():
             step(batches[i % len(batches)])
@@ -273,6 +278,7 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
     batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2, batching=batching)
     seconds = {name: [0.0] * repeats for name in models}
     hyps = {name: [] for name in models}
+    sync = _synchronizer(device)
     with torch.no_grad():
         for r in range(repeats):
             for i, b in enumerate(batches):
@@ -280,8 +286,7 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
                 for name in _turns(r + i):
                     t = time.perf_counter()
                     out = gens[name].generate([models[name]], sample)
-                    if device == "cuda":
-                        torch.cuda.synchronize()
+                    sync()
                     seconds[name][r] += time.perf_counter() - t
                     if r == 0:
                         hyps[name] += [h[0]["tokens"].tolist() for h in out]
