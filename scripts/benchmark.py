@@ -301,9 +301,12 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
     return result
 
 
-def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=32, n_gen=64,
+def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=None, n_gen=None,
         parts=("training", "generation"), batching="random", peak=None, optimizer="recipe"):
+    """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches."""
     shape = PRESETS[preset]
+    batch_size = batch_size or BATCH_SIZE[preset]
+    n_gen = n_gen or 2 * batch_size
     peak = peak_tflops(device, amp, peak)
     ctx = mp.get_context("spawn")
 
@@ -393,8 +396,6 @@ def main(argv=None) -> None:
                         "built-in, paper_adam for ours); adam or paper_adam: that one for both (default: recipe)")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
-    a.batch_size = a.batch_size or BATCH_SIZE[a.preset]
-    a.generate = a.generate or 2 * a.batch_size
     r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts, a.batching,
           a.peak_tflops, a.optimizer)
     print(table(r))
