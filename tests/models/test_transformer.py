@@ -70,20 +70,69 @@ def _check_cached_decoding(model, dictionary):
                           {3: torch.tensor([1, 1, 3, 2]), 5: torch.tensor([2, 3])})
 
 
-def _decode_with_reorders(model, src, prev, enc, orders):
+def _decode_with_reorders(model, src, prev, enc, orders, reference=None, atol=1e-5):
     """Incremental decoding of prev with the beam reorders `orders` (step -> new order); every
-    step must equal the full pass over the reordered batch. Returns the final encoder_out and state."""
-    full, state = _full_lprobs(model, src, prev), {}
+    step must equal (to atol) the full pass of `reference` (default: the model itself) over the
+    reordered batch. Returns the final encoder_out and state."""
+    reference = model if reference is None else reference
+    full, state = _full_lprobs(reference, src, prev), {}
     for t in range(prev.size(1)):
         if t in orders:
             order = orders[t]
             enc = model.encoder.reorder_encoder_out(enc, order)
             model.decoder.reorder_incremental_state_scripting(state, order)
             src, prev = src[order], prev[order]
-            full = _full_lprobs(model, src, prev)
+            full = _full_lprobs(reference, src, prev)
         out, _ = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
-        assert torch.allclose(torch.log_softmax(out[:, -1], -1), full[:, t], atol=1e-5), f"step {t}"
+        assert torch.allclose(torch.log_softmax(out[:, -1].float(), -1), full[:, t], atol=atol), f"step {t}"
     return enc, state
+
+
+def test_float16_beam_decoding_follows_the_float32_model(dictionary, monkeypatch):
+    """fairseq-generate --fp16 runs the model in float16 (on a GPU; a CPU has float16 kernels
+    too): the beam-shared caches are float16, every attention mask is boolean or of the queries'
+    dtype (what each of torch's fused GPU kernels takes as it is), and every step stays within
+    float16's rounding of the float32 model's full pass."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def checked(q, k, v, attn_mask=None, **kw):
+        assert attn_mask is None or attn_mask.dtype in (torch.bool, q.dtype), (attn_mask.dtype, q.dtype)
+        return sdpa(q, k, v, attn_mask=attn_mask, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", checked)
+    model = build_model(dictionary)
+    half = build_model(dictionary).half()
+    src, prev = random_batch(dictionary, B=2)
+    with torch.no_grad():
+        expand = torch.arange(2).repeat_interleave(3)
+        enc = half.encoder.reorder_encoder_out(half.encoder(src), expand)
+        src, prev = src[expand], prev[expand].clone()
+        prev[:, 2:] = torch.randint(4, len(dictionary), (6, prev.size(1) - 2))
+        orders = {2: torch.tensor([2, 0, 2, 3, 5, 4]), 4: torch.tensor([4, 3, 3])}
+        enc, state = _decode_with_reorders(half, src, prev, enc, orders, reference=model, atol=2e-2)
+        cache = half.decoder.get_incremental_state(state, "cache")
+        assert cache["0.self.k"].dtype == cache["0.cross.k"].dtype == torch.float16 and "beam.history" in cache
+
+
+def test_training_under_float16_autocast(dictionary):
+    """fairseq-train --amp trains under float16 autocast (on a GPU; checked on the CPU here): the
+    products run in float16, the real-token loss stays within 1% of float32's, and every parameter
+    gets a finite gradient."""
+    from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
+    model, pad = build_model(dictionary).train(), dictionary.pad()
+    src, prev = random_batch(dictionary)
+    target = torch.cat([prev[:, 1:], torch.full((prev.size(0), 1), dictionary.eos())], 1)
+    prev[1, 4:], target[1, 4:] = pad, pad  # a shorter target: the real-token path packs it
+    sample = dict(net_input=dict(src_tokens=src, src_lengths=src.ne(pad).sum(1), prev_output_tokens=prev),
+                  target=target)
+    dtypes = []
+    model.decoder.layers[0].ffn.w1.register_forward_hook(lambda m, i, out: dtypes.append(out.dtype))
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss16, _ = label_smoothed_nll_loss(*target_lprobs(model, sample, pad), 0.1, pad)
+    loss16.backward()
+    loss32, _ = label_smoothed_nll_loss(*target_lprobs(model, sample, pad), 0.1, pad)
+    assert dtypes[0] == torch.float16 and abs(float(loss16) / float(loss32) - 1) < 1e-2
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
 
 
 def test_beam_shares_encoder_rows_and_equals_full(dictionary):
