@@ -77,3 +77,36 @@ def test_bad_betas_one_line(bad):
 def test_bad_epsilon():
     with pytest.raises(PluginError, match="--adam-eps must be > 0"):
         PaperAdam(config(adam_eps=0.0), [torch.nn.Parameter(torch.zeros(1))])
+
+
+def test_under_fairseq_fp16_flat_params(monkeypatch):
+    """--fp16: fairseq's FP16Optimizer keeps one flat fp32 copy of the float16 parameters, scales
+    the loss, and steps paper_adam on the copy. The float16 parameters must then be paper_adam's
+    steps taken tensor by tensor in fp32 on the unscaled gradients. (On a GPU in practice; here on
+    float16 CPU tensors, with fairseq's lookup of the current CUDA device, which keys the flat
+    copy, answered with a CPU tensor's device index.)"""
+    from fairseq.optim.fp16_optimizer import FP16Optimizer
+    from omegaconf import OmegaConf
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: None)
+    cfg = OmegaConf.create({
+        "optimizer": {"_name": "paper_adam", "adam_betas": "(0.9, 0.98)", "adam_eps": 0.1, "weight_decay": 0.0,
+                      "lr": [0.1]},  # epsilon large enough that the gradients' scale shows
+        "common": {"fp16_scale_window": 128, "fp16_init_scale": 128, "fp16_scale_tolerance": 0.0,
+                   "threshold_loss_scale": None, "min_loss_scale": 1e-4, "bf16": False, "fp16_no_flatten_grads": False}})
+    torch.manual_seed(0)
+    half = [torch.nn.Parameter(torch.randn(5, 3).half()), torch.nn.Parameter(torch.randn(4).half())]
+    ref = [torch.nn.Parameter(p.detach().float()) for p in half]
+    opt = FP16Optimizer.build_optimizer(cfg, half)
+    reference = PaperAdam(config(adam_eps=0.1), ref)
+    assert isinstance(opt.fp32_optimizer, PaperAdam) and opt.has_flat_params
+    for step in range(2):
+        x = torch.randn(3)
+        opt.zero_grad()
+        opt.backward((half[0].float() @ x).square().sum() + half[1].float().pow(3).sum())  # scaled by 128
+        for p, r in zip(half, ref):
+            r.grad = p.grad.float() / 128  # what FP16Optimizer unscales (exact: a power of two)
+        opt.step()
+        reference.step()
+        flat = torch.cat([r.detach().flatten() for r in ref])
+        assert torch.equal(next(iter(opt.fp32_params.values())).detach(), flat), f"step {step}"
+        assert all(torch.equal(p, r.half()) for p, r in zip(half, ref)), f"step {step}"
