@@ -92,6 +92,12 @@ def test_learns_interactive_and_resume(data, tmp_path):
     exact = sum(hyps[i] == refs[i] for i in refs) / len(refs)
     print(f"exact match after 800 updates: {exact:.1%}")
     assert exact >= 0.9
+    half = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", save / "checkpoint_last.pt",
+               "--beam", 4, "--lenpen", 0.6, "--batch-size", 100, "--cpu", "--fp16")  # the model in float16
+    half_hyps = {int(l.split("\t")[0][2:]): l.split("\t")[2] for l in half.stdout.splitlines() if l.startswith("H-")}
+    same = sum(half_hyps[i] == hyps[i] for i in hyps) / len(hyps)
+    print(f"--fp16: {same:.0%} of hypotheses as in float32")
+    assert same >= 0.95
     import torch
     import attn_only_plugin  # noqa: F401  (safe loading of the checkpoint)
     state = torch.load(save / "checkpoint_last.pt", weights_only=True)  # paper_adam's defaults, no flags given
