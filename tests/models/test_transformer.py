@@ -88,6 +88,18 @@ def _decode_with_reorders(model, src, prev, enc, orders, reference=None, atol=1e
     return enc, state
 
 
+def _beam_start(model, dictionary, src, prev, g, differ_from):
+    """SequenceGenerator's start: each sentence's encoder output expanded to a beam of g (kept one
+    row per sentence), sources copied per hypothesis, and the hypotheses' prefixes made to differ
+    from position differ_from on. Returns expand (B g,) hypothesis -> sentence, enc, src, prev."""
+    expand = torch.arange(src.size(0)).repeat_interleave(g)  # (B g,)
+    enc = model.encoder.reorder_encoder_out(model.encoder(src), expand)
+    prev = prev[expand].clone()
+    words = (prev.size(0), prev.size(1) - differ_from)
+    prev[:, differ_from:] = torch.randint(dictionary.nspecial, len(dictionary), words)
+    return expand, enc, src[expand], prev
+
+
 def test_float16_beam_decoding_follows_the_float32_model(dictionary, monkeypatch):
     """fairseq-generate --fp16 runs the model in float16 (on a GPU; a CPU has float16 kernels
     too): the beam-shared caches are float16, every attention mask is boolean or of the queries'
@@ -104,10 +116,7 @@ def test_float16_beam_decoding_follows_the_float32_model(dictionary, monkeypatch
     half = build_model(dictionary).half()
     src, prev = random_batch(dictionary, B=2)
     with torch.no_grad():
-        expand = torch.arange(2).repeat_interleave(3)
-        enc = half.encoder.reorder_encoder_out(half.encoder(src), expand)
-        src, prev = src[expand], prev[expand].clone()
-        prev[:, 2:] = torch.randint(4, len(dictionary), (6, prev.size(1) - 2))
+        _, enc, src, prev = _beam_start(half, dictionary, src, prev, g=3, differ_from=2)
         orders = {2: torch.tensor([2, 0, 2, 3, 5, 4]), 4: torch.tensor([4, 3, 3])}
         enc, state = _decode_with_reorders(half, src, prev, enc, orders, reference=model, atol=2e-2)
         cache = half.decoder.get_incremental_state(state, "cache")
@@ -142,13 +151,8 @@ def test_beam_shares_encoder_rows_and_equals_full(dictionary):
     model = build_model(dictionary)
     src, prev = random_batch(dictionary, B=2)
     with torch.no_grad():
-        enc = model.encoder(src)
-        expand = torch.arange(2).repeat_interleave(3)  # (6,) hypotheses 0-2 of sentence 0, 3-5 of 1
-        enc = model.encoder.reorder_encoder_out(enc, expand)
-        memory = enc["encoder_out"][0]
-        assert memory.size(0) == 2 and int(enc["beam"][0]) == 3
-        src, prev = src[expand], prev[expand].clone()
-        prev[:, 2:] = torch.randint(4, len(dictionary), (6, prev.size(1) - 2))  # hypotheses differ
+        _, enc, src, prev = _beam_start(model, dictionary, src, prev, g=3, differ_from=2)  # hypotheses 0-2, 3-5
+        assert enc["encoder_out"][0].size(0) == 2 and int(enc["beam"][0]) == 3
         orders = {2: torch.tensor([2, 0, 2, 3, 5, 4]), 3: torch.tensor([0, 1, 2, 3, 3, 5]), 4: torch.tensor([4, 3, 3])}
         enc, state = _decode_with_reorders(model, src, prev, enc, orders)
         cache = model.decoder.get_incremental_state(state, "cache")
@@ -164,10 +168,7 @@ def test_beam_reorder_moves_no_keys_and_a_broken_beam_falls_back(dictionary):
     model = build_model(dictionary)
     src, prev = random_batch(dictionary, B=2, T=7)
     with torch.no_grad():
-        expand = torch.arange(2).repeat_interleave(3)
-        enc = model.encoder.reorder_encoder_out(model.encoder(src), expand)
-        src, prev = src[expand], prev[expand].clone()
-        prev[:, 1:] = torch.randint(4, len(dictionary), (6, prev.size(1) - 1))
+        expand, enc, src, prev = _beam_start(model, dictionary, src, prev, g=3, differ_from=1)
         enc, state = _decode_with_reorders(model, src, prev[:, :3], enc, {})
         cache = model.decoder.get_incremental_state(state, "cache")
         before = {k: (v.data_ptr(), v.clone()) for k, v in cache.items() if ".self." in k}
@@ -188,12 +189,9 @@ def test_wide_beams_keep_one_self_attention_row_per_hypothesis(dictionary):
     src, prev = random_batch(dictionary, B=2)
     src, prev, g = src[:1], prev[:1], MAX_SHARED_BEAM + 1
     with torch.no_grad():
-        expand = torch.zeros(g, dtype=torch.long)
-        enc = model.encoder.reorder_encoder_out(model.encoder(src), expand)
-        prev = prev[expand].clone()
-        prev[:, 1:] = torch.randint(4, len(dictionary), (g, prev.size(1) - 1))
+        _, enc, src, prev = _beam_start(model, dictionary, src, prev, g=g, differ_from=1)
         order = torch.arange(g).roll(1)
-        enc, state = _decode_with_reorders(model, src[expand], prev, enc, {2: order})
+        enc, state = _decode_with_reorders(model, src, prev, enc, {2: order})
         cache = model.decoder.get_incremental_state(state, "cache")
         assert "beam.history" not in cache and cache["0.self.k"].size(0) == g and cache["0.cross.k"].size(0) == 1
 
@@ -204,10 +202,7 @@ def test_beam_shared_cache_gives_each_hypothesis_its_own_weights(dictionary):
     model = build_model(dictionary)
     src, prev = random_batch(dictionary, B=2)
     with torch.no_grad():
-        expand = torch.arange(2).repeat_interleave(2)
-        enc = model.encoder.reorder_encoder_out(model.encoder(src), expand)
-        prev = prev[expand].clone()
-        prev[:, 1:] = torch.randint(4, len(dictionary), (4, prev.size(1) - 1))
+        _, enc, expanded_src, prev = _beam_start(model, dictionary, src, prev, g=2, differ_from=1)
         order = torch.tensor([1, 1, 3, 2])
         state = {}
         for t in range(4):
@@ -216,7 +211,7 @@ def test_beam_shared_cache_gives_each_hypothesis_its_own_weights(dictionary):
                 model.decoder.reorder_incremental_state_scripting(state, order)
                 prev = prev[order]
             _, step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state, need_all_weights=True)
-        _, full = model.decoder(prev[:, :4], encoder_out=model.encoder(src[expand][order]), need_all_weights=True)
+        _, full = model.decoder(prev[:, :4], encoder_out=model.encoder(expanded_src[order]), need_all_weights=True)
         for w_step, w_full in zip(step["self_attn"], full["self_attn"]):  # (B, h, 1, 4) vs (B, h, 4, 4)
             assert torch.allclose(w_step[:, :, 0], w_full[:, :, 3], atol=1e-6)
 
