@@ -26,6 +26,12 @@ def run(tool, *args, ok=True, stdin=None, cwd=None):
     return proc
 
 
+def by_sentence(stdout: str, prefix: str, column: int) -> dict:
+    """fairseq-generate's lines starting with prefix ("H-", "T-"): sentence id -> that tab-separated column."""
+    return {int(l.split("\t")[0][len(prefix):]): l.split("\t")[column] for l in stdout.splitlines()
+            if l.startswith(prefix)}
+
+
 def write_reversal(folder: Path, n_train: int, seed: int = 0):
     rng = random.Random(seed)
     for split, n in [("train", n_train), ("valid", 100), ("test", 100)]:
@@ -85,16 +91,18 @@ def test_learns_interactive_and_resume(data, tmp_path):
     log = resumed.stdout + resumed.stderr
     assert "Loaded checkpoint" in log and "@ 400 updates" in log, log[-2000:]
     assert "num_updates 800" in log or "num_updates=800" in log
-    gen = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", save / "checkpoint_last.pt",
-              "--beam", 4, "--lenpen", 0.6, "--batch-size", 100, "--cpu")
-    hyps = {int(l.split("\t")[0][2:]): l.split("\t")[2] for l in gen.stdout.splitlines() if l.startswith("H-")}
-    refs = {int(l.split("\t")[0][2:]): l.split("\t")[1] for l in gen.stdout.splitlines() if l.startswith("T-")}
+
+    def generate(*extra):  # the test split, 100 sentences in one batch, beam 4
+        return run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", save / "checkpoint_last.pt",
+                   "--beam", 4, "--batch-size", 100, "--cpu", *extra)
+
+    gen = generate("--lenpen", 0.6)
+    hyps, refs = by_sentence(gen.stdout, "H-", 2), by_sentence(gen.stdout, "T-", 1)
     exact = sum(hyps[i] == refs[i] for i in refs) / len(refs)
     print(f"exact match after 800 updates: {exact:.1%}")
     assert exact >= 0.9
-    half = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", save / "checkpoint_last.pt",
-               "--beam", 4, "--lenpen", 0.6, "--batch-size", 100, "--cpu", "--fp16")  # the model in float16
-    half_hyps = {int(l.split("\t")[0][2:]): l.split("\t")[2] for l in half.stdout.splitlines() if l.startswith("H-")}
+    half = generate("--lenpen", 0.6, "--fp16")  # the model in float16
+    half_hyps = by_sentence(half.stdout, "H-", 2)
     same = sum(half_hyps[i] == hyps[i] for i in hyps) / len(hyps)
     print(f"--fp16: {same:.0%} of hypotheses as in float32")
     assert same >= 0.95
@@ -103,8 +111,7 @@ def test_learns_interactive_and_resume(data, tmp_path):
     state = torch.load(save / "checkpoint_last.pt", weights_only=True)  # paper_adam's defaults, no flags given
     group = state["last_optimizer_state"]["param_groups"][0]
     assert (group["betas"], group["eps"], group["weight_decay"], group["fused"]) == ((0.9, 0.98), 1e-9, 0.0, True)
-    aligned = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", save / "checkpoint_last.pt",
-                  "--beam", 4, "--batch-size", 100, "--cpu", "--print-alignment")
+    aligned = generate("--print-alignment")
     align = [l.split("\t")[1].split() for l in aligned.stdout.splitlines() if l.startswith("A-")]
     assert len(align) == 100
     anti = sum(a == [f"{len(a) - 1 - i}-{i}" for i in range(len(a))] for a in align)  # reversal
