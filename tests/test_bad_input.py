@@ -3,7 +3,7 @@ exit (or a PluginError in the Python API), no partial output file, and nothing s
 overwritten. One module-scoped tiny model (d_model 32, 2 + 2 layers, 3 updates, learned positions
 so that it also converts to fairseq's transformer) and its data-bin serve every case.
 
-Cases covered elsewhere (README "Troubleshooting" names them): d_model not divisible by h and an
+Cases covered elsewhere (docs/reliability.md names them): d_model not divisible by h and an
 unknown --arch (test_end_to_end.py::test_bad_input_one_line_errors), an input longer than the
 positions at fairseq-generate (test_end_to_end.py::test_input_longer_than_positions), averaging zero
 checkpoints or checkpoints of different shapes/names and a truncated one
