@@ -5,6 +5,9 @@ Used by the checkpoint writes patched into fairseq (fairseq_fixes.py) and by the
 import the package: averaged and converted checkpoints, prepared treebanks, attention figures.
 (data/libreoffice.py, loaded on its own by prepare_libreoffice.py so as not to import fairseq, and
 the fairseq-free spm_prepare.py and plot_loss.py keep their own few lines.)
+
+same_file / input_written_over: a script refuses an output path that is one of its own inputs
+(compared as files, not names), which an atomic replace would otherwise put out of reach.
 """
 import contextlib
 import os
@@ -44,3 +47,17 @@ def atomic_output(path, mode: str = "wb", tmp_path=None, **open_kwargs):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def same_file(a, b) -> bool:
+    """True when paths a and b are one file: the same path written differently (relative or
+    absolute, through a symlink) or two hard links to it; False when either does not exist."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def input_written_over(output, inputs):
+    """The first of `inputs` that is the same file as `output` (see same_file), or None."""
+    return next((i for i in inputs if same_file(output, i)), None)

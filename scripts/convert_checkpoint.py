@@ -11,6 +11,7 @@ fairseq transformer checkpoints. The optimizer state is dropped (its layout foll
 parameters). Only settings both sides express convert: learned positions (fairseq's
 sinusoids and section 3.5's interleaved ones are different functions), ReLU, post- or
 pre-norm, no layernorm_embedding, equal encoder/decoder sizes, d_k = d_v = d_model / h.
+An output that is the input file (however its path is written) is refused.
 """
 import argparse
 import sys
@@ -22,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import attn_only_plugin  # noqa: E402  (safe loading allow-list, registration)
-from attn_only_plugin.atomic import atomic_output  # noqa: E402
+from attn_only_plugin.atomic import atomic_output, same_file  # noqa: E402
 from attn_only_plugin.convert import fairseq_to_ours, ours_to_fairseq  # noqa: E402
 from attn_only_plugin.errors import PluginError  # noqa: E402
 from attn_only_plugin.safe_load import load_checkpoint  # noqa: E402
@@ -122,6 +123,9 @@ def main(argv=None) -> None:
     p.add_argument("input", type=Path)
     p.add_argument("output", type=Path)
     a = p.parse_args(argv)
+    if same_file(a.input, a.output):
+        raise SystemExit(f"error: the output {a.output} is the input {a.input}: the converted checkpoint would "
+                         "replace it; give another output path")
     if not a.output.resolve().parent.is_dir():
         raise SystemExit(f"error: the folder of {a.output} does not exist: create it first, or choose another "
                          "output path")

@@ -5,9 +5,11 @@
 
 Reads the `train_inner` lines (training loss per --log-interval updates) and the `valid`
 lines (validation loss after each epoch / --validate-interval-updates), both in bits per token
-as fairseq logs them, and writes a PNG.
+as fairseq logs them, and writes a PNG. An output that is the log itself (however its path is
+written) is refused.
 """
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -58,10 +60,22 @@ def plot(series, out: Path) -> None:
     tmp.replace(out)
 
 
+def _same_file(a, b) -> bool:
+    """attn_only_plugin.atomic.same_file, without importing the package (and with it fairseq)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
         sys.exit("usage: plot_loss.py TRAIN_LOG OUT.png")
+    if _same_file(argv[0], argv[1]):
+        print(f"error: the output {argv[1]} is the log {argv[0]}: the PNG would replace it; give another output "
+              "path, e.g. loss.png", file=sys.stderr)
+        sys.exit(1)
     series = read_log(Path(argv[0]))
     if not series["train_inner"] and not series["valid"]:
         print(f"error: no training or validation loss lines in {argv[0]}: is it a fairseq-train log?",

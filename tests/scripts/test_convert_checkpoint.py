@@ -57,3 +57,23 @@ def test_sinusoidal_fairseq_model_is_refused(data, tmp_path, cli):
     assert last.startswith("error:") and "sinusoidal" in last
     proc = cli("convert_checkpoint", "--to", "fairseq", tmp_path / "checkpoint_last.pt", tmp_path / "x.pt")
     assert proc.returncode == 1 and "not attn_only_transformer" in proc.stderr
+
+
+def test_output_that_is_the_input_is_refused(tmp_path, script, monkeypatch):
+    """IN IN, and IN named again relatively, through a symlink or a hard link: refused before the
+    checkpoint is read, the input left as it was."""
+    import os
+    import re
+    convert = script("convert_checkpoint")
+    ckpt = tmp_path / "model.pt"
+    ckpt.write_bytes(b"the only copy of a checkpoint")
+    (tmp_path / "link.pt").symlink_to(ckpt)
+    os.link(ckpt, tmp_path / "hard.pt")
+    monkeypatch.chdir(tmp_path)
+    for out in (ckpt, "model.pt", tmp_path / "link.pt", "hard.pt"):
+        message = f"error: the output {out} is the input {ckpt}: the converted checkpoint would replace it; give " \
+                  "another output path"
+        with pytest.raises(SystemExit, match=f"^{re.escape(message)}$"):
+            convert.main(["--to", "fairseq", str(ckpt), str(out)])
+    assert ckpt.read_bytes() == b"the only copy of a checkpoint"
+    assert sorted(os.listdir(tmp_path)) == ["hard.pt", "link.pt", "model.pt"]
