@@ -4,9 +4,11 @@ Table 4 of Vaswani et al. (2017) report F1, next to a right-branching baseline.
 
     python scripts/parse_eval.py GENERATE_LOG --data work/wsj/text --split test [--out pred.trees]
 
-GENERATE_LOG is fairseq-generate's stdout (its H- lines: predicted bracket sequences, in any
-order). --data holds SPLIT.words / .gold / .tags from prepare_ptb.py. Malformed outputs are
-repaired deterministically (attn_only_plugin/parsing/linearize.py) and counted.
+GENERATE_LOG is fairseq-generate's stdout: its S- lines (the source words, checked against
+SPLIT.words, so that the log of another split or task is refused) and H- lines (predicted
+bracket sequences), in any order. --data holds SPLIT.words / .gold / .tags from prepare_ptb.py.
+Malformed outputs are repaired deterministically (attn_only_plugin/parsing/linearize.py) and
+counted. --out is written atomically, and refused when it is one of the inputs.
 """
 import argparse
 import sys
@@ -14,13 +16,50 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+UNK = "<unk>"  # how fairseq-generate prints a source word outside the dictionary
 
-def read_hypotheses(log: Path, n: int):
-    hyps = {}
+
+def read_log(log: Path):
+    """({id: source words}, {id: hypothesis tokens}) from fairseq-generate's S- and H- lines."""
+    if not log.is_file():
+        raise SystemExit(f"error: {log} not found: give the file fairseq-generate's output was written to")
+    sources, hyps = {}, {}
     for line in log.read_text(encoding="utf-8").splitlines():
-        if line.startswith("H-"):
-            sid, _score, text = (line.split("\t") + [""])[:3]
-            hyps[int(sid[2:])] = text.split()
+        if line[:2] in ("S-", "H-") and line[2:].split("\t", 1)[0].isdigit():
+            fields = line.split("\t")
+            sid = int(fields[0][2:])
+            if line.startswith("S-"):
+                sources[sid] = (fields + [""])[1].split()
+            else:
+                hyps[sid] = (fields + ["", ""])[2].split()
+    return sources, hyps
+
+
+def _shown(tokens, limit: int = 60) -> str:
+    text = " ".join(tokens)
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def check_sources(log: Path, sources: dict, words, words_path: Path) -> None:
+    """Refuse a log whose source sentences are not those of words_path, in number and words (a
+    word outside the model's dictionary appears in the log as <unk>)."""
+    fix = f"score the log against the --data/--split it was generated from, or generate with --gen-subset " \
+          f"{words_path.stem} on the data-bin made from {words_path.parent}"
+    if not sources:
+        raise SystemExit(f"error: {log} has no S- lines (source sentences): give fairseq-generate's whole output, "
+                         "without --quiet, not only its H- lines")
+    if len(sources) != len(words):
+        raise SystemExit(f"error: {log} holds {len(sources)} source sentences but {words_path} has {len(words)}: "
+                         f"it is the output of another split or task; {fix}")
+    for i, expected in enumerate(words):
+        got = sources.get(i)
+        if got is None or len(got) != len(expected) or any(g not in (w, UNK) for g, w in zip(got, expected)):
+            shown = "missing" if got is None else _shown(got)
+            raise SystemExit(f"error: {log} is not the output for {words_path}: its sentence {i} is {shown} but line "
+                             f"{i + 1} there is {_shown(expected)} (another split or task?); {fix}")
+
+
+def read_hypotheses(log: Path, hyps: dict, n: int):
     missing = [i for i in range(n) if i not in hyps]
     if missing:
         raise SystemExit(f"error: {log} has no hypothesis for sentence {missing[0]} ({len(missing)} missing): "
@@ -29,21 +68,29 @@ def read_hypotheses(log: Path, n: int):
 
 
 def evaluate(log: Path, data: Path, split: str, out: Path = None) -> str:
+    from attn_only_plugin.atomic import atomic_output, input_written_over
     from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
+    paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
+    clash = input_written_over(out, [log, *paths.values()]) if out is not None else None
+    if clash is not None:
+        raise SystemExit(f"error: --out {out} is the input {clash}: the predicted trees would replace it; give "
+                         "--out another path, e.g. test.pred")
 
     def lines(ext):
-        path = data / f"{split}.{ext}"
-        if not path.is_file():
-            raise SystemExit(f"error: {path} not found: run scripts/prepare_ptb.py first")
-        return path.read_text(encoding="utf-8").splitlines()
+        if not paths[ext].is_file():
+            raise SystemExit(f"error: {paths[ext]} not found: run scripts/prepare_ptb.py first")
+        return paths[ext].read_text(encoding="utf-8").splitlines()
 
     words = [l.split() for l in lines("words")]
     tags = [l.split() for l in lines("tags")]
     gold = lines("gold")
-    result, repaired, trees = score_predictions(read_hypotheses(log, len(words)), words, gold, tags)
+    sources, hyps = read_log(log)
+    check_sources(log, sources, words, paths["words"])
+    result, repaired, trees = score_predictions(read_hypotheses(log, hyps, len(words)), words, gold, tags)
     baseline = right_branching_baseline(words, gold, tags)
     if out is not None:
-        out.write_text("\n".join(trees) + "\n", encoding="utf-8")
+        with atomic_output(out, "w", encoding="utf-8") as f:
+            f.write("\n".join(trees) + "\n")
     t, b = result.all, baseline.all
     return (f"EVALB (COLLINS.prm) on {split}, {len(words)} sentences ({t.valid} valid): F1 {t.fmeasure:.2f} "
             f"(recall {t.recall:.2f}, precision {t.precision:.2f}, complete match "
