@@ -8,7 +8,9 @@ Installed into fairseq when the plugin is imported (any fairseq CLI given --user
    (fairseq would decode a hypothesis from nothing but </s>);
 3. a sentencepiece model (--bpe sentencepiece) that is missing or does not match the dictionary;
 4. training that stops on NaN/inf gradients (fairseq's FloatingPointError, after it has written
-   crash.pt and run its NanDetector): the error names the update.
+   crash.pt and run its NanDetector): the error names the update, and the first weight that is no
+   longer finite when there is one (a checkpoint that is not finite is refused when it is loaded:
+   safe_load.py).
 """
 import fileinput
 import functools
@@ -17,6 +19,7 @@ import os
 
 from .errors import PluginError, find_in_chain
 from .fairseq_fixes import wrap_once
+from .safe_load import non_finite
 
 # a sentencepiece model fits a dictionary when at least this share of its (non-special) entries
 # are pieces of the model: fairseq-preprocess on sentencepiece output gives 100%; rare characters
@@ -133,11 +136,22 @@ def _checked_train_step(original):
             first = (str(e).strip().splitlines() or ["gradients are Nan/Inf"])[0]
             save_dir = getattr(getattr(self.cfg, "checkpoint", None), "save_dir", "--save-dir")
             if "Nan/Inf" in first:
+                crash = os.path.join(save_dir, "crash.pt")
+                weights = non_finite(dict(self.model.named_parameters()))
+                if weights is None:
+                    raise PluginError(
+                        f"training stopped at update {update}: the loss or gradients are NaN/inf; lower the learning "
+                        "rate (--lr, --lr-multiplier), raise --warmup-updates or set --clip-norm, and run again (it "
+                        "resumes from checkpoint_last.pt, which is left as it was; fairseq wrote the failing state to "
+                        f"{crash})"
+                    ) from caught
+                name, bad, total = weights
                 raise PluginError(
-                    f"training stopped at update {update}: the loss or gradients are NaN/inf; lower the learning "
-                    "rate (--lr, --lr-multiplier), raise --warmup-updates or set --clip-norm, and run again (it "
-                    "resumes from checkpoint_last.pt, which is left as it was; fairseq wrote the failing state to "
-                    f"{os.path.join(save_dir, 'crash.pt')})"
+                    f"training stopped at update {update}: the loss or gradients are NaN/inf, and so is the weight "
+                    f"{name} ({bad} of {total} values); lower the learning rate (--lr, --lr-multiplier), raise "
+                    "--warmup-updates or set --clip-norm, and run again from a checkpoint saved before the weights "
+                    "diverged (checkpoint_last.pt is left as it was; if it was saved after, fairseq-train refuses it "
+                    f"by name: give --restore-file an earlier checkpoint_E_U.pt; the failing state is in {crash})"
                 ) from caught
             raise PluginError(f"training stopped at update {update}: {first}") from caught
     return train_step

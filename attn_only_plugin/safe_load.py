@@ -10,7 +10,9 @@ A refused checkpoint is reported as one line naming the file and the global it h
 (`refused_error`), a file torch cannot read at all (truncated, corrupt, not a checkpoint) as one
 line naming the file (`unreadable_error`); fairseq's checkpoint_utils.load_checkpoint_to_cpu,
 which generate, interactive, validate, train's resume and the hub all call, is wrapped to raise
-those PluginErrors.
+those PluginErrors, and to refuse a checkpoint whose weights hold NaN or inf (`non_finite`), naming
+the file and the tensor: training from it stops at the first update whatever the learning rate,
+and decoding with it gives nothing.
 """
 import argparse
 import functools
@@ -110,6 +112,25 @@ def load_checkpoint(path) -> dict:
     return state
 
 
+def non_finite(tensors: dict):
+    """(name, number of NaN/inf values, number of values) of the first floating-point tensor of
+    `tensors` (a state dict) that is not finite, or None when all are."""
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            return name, int(t.numel() - torch.isfinite(t).sum()), t.numel()
+    return None
+
+
+def non_finite_error(path, found):
+    """The PluginError for checkpoint `path` whose tensor non_finite() found."""
+    from .errors import PluginError
+    name, bad, total = found
+    return PluginError(f"checkpoint {path} holds non-finite weights: {name} has {bad} NaN/inf of its {total} values, "
+                       "so training from it stops at the first update whatever the learning rate, and decoding "
+                       "with it gives nothing; use an earlier checkpoint of that run (fairseq-train --restore-file "
+                       "checkpoint_E_U.pt, fairseq-generate --path), or train again from scratch")
+
+
 def _raised_in_torch_load(exc: BaseException) -> bool:
     tb = exc.__traceback__
     while tb is not None:
@@ -124,7 +145,7 @@ def _refusing_loader(original):
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
         try:
-            return original(path, *args, **kwargs)
+            state = original(path, *args, **kwargs)
         except Exception as e:
             err = refused_error(path, e)
             if err is None and _raised_in_torch_load(e):
@@ -132,6 +153,11 @@ def _refusing_loader(original):
             if err is None:
                 raise
             raise err from None
+        found = non_finite(state["model"]) if isinstance(state, dict) and isinstance(state.get("model"), dict) \
+            else None
+        if found is not None:
+            raise non_finite_error(path, found)
+        return state
 
     return load_checkpoint_to_cpu
 

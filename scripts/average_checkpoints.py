@@ -20,8 +20,10 @@ this is an independent implementation. Departures from the paper and from fairse
   fairseq-generate and checkpoint_utils.load_model_ensemble load it) but not its optimizer
   state (last_optimizer_state = None: fine-tuning from it starts a fresh optimizer);
 - tensors that share storage (tied embeddings saved under several names) stay one tensor;
-- checkpoints whose parameter names or shapes differ are refused (one-line error, exit 1),
-  and the output is written atomically (temporary file in the same folder + os.replace).
+- checkpoints whose parameter names or shapes differ are refused (one-line error, exit 1), as
+  are a checkpoint holding NaN or inf (the average would be NaN/inf too) and an --output that is
+  one of the inputs (compared as files: hard links, symlinks and other spellings of its path);
+  the output is written atomically (temporary file in the same folder + os.replace).
 """
 import argparse
 import logging
@@ -35,7 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
 import attn_only_plugin  # noqa: E402,F401  (lets torch's safe loader read fairseq checkpoints)
-from attn_only_plugin.atomic import atomic_output  # noqa: E402
+from attn_only_plugin.atomic import atomic_output, input_written_over  # noqa: E402
 from attn_only_plugin.errors import PluginError  # noqa: E402
 from attn_only_plugin import safe_load  # noqa: E402
 
@@ -59,11 +61,20 @@ def last_n_checkpoints(folder: Path, n: int, by_update: bool, upper_bound: Optio
 
 
 def load_checkpoint(path: Path) -> dict:
-    """safe_load.load_checkpoint (torch's safe loader, memory-mapped), a missing file as PluginError."""
+    """safe_load.load_checkpoint (torch's safe loader, memory-mapped), a missing file or weights
+    that are not finite as PluginError."""
     try:
-        return safe_load.load_checkpoint(path)
+        state = safe_load.load_checkpoint(path)
     except FileNotFoundError:
         raise PluginError(f"checkpoint {path} not found") from None
+    found = safe_load.non_finite(state["model"])
+    if found is not None:
+        name, bad, total = found
+        raise PluginError(f"{path} holds non-finite weights: {name} has {bad} NaN/inf of its {total} values, which "
+                          "would make the average NaN/inf: leave it out of --inputs (with --num-*-checkpoints, set "
+                          "--checkpoint-upper-bound below it) and average checkpoints from before the training "
+                          "diverged")
+    return state
 
 
 def storage_aliases(model: Dict[str, torch.Tensor]) -> Dict[str, str]:
@@ -135,6 +146,14 @@ def save_atomic(state: dict, output: Path) -> None:
         torch.save(state, f)
 
 
+def refuse_overwriting_inputs(output: Path, paths: List[Path]) -> None:
+    """Refuse an --output that is one of the checkpoints to average (the same file, however named)."""
+    clash = input_written_over(output, paths)
+    if clash is not None:
+        raise PluginError(f"--output {output} is the input checkpoint {clash}: the average would replace it (and "
+                          "its optimizer state); choose another --output, e.g. checkpoint_avg.pt")
+
+
 def resolve_inputs(inputs: List[Path], num_epoch: Optional[int], num_update: Optional[int],
                    upper_bound: Optional[int]) -> List[Path]:
     """fairseq's rules: with --num-*-checkpoints one folder, otherwise a list of files."""
@@ -170,6 +189,7 @@ def main(argv=None) -> int:
     a = parse_args(argv)
     try:
         paths = resolve_inputs(a.inputs, a.num_epoch_checkpoints, a.num_update_checkpoints, a.checkpoint_upper_bound)
+        refuse_overwriting_inputs(a.output, paths)
         log(f"averaging {len(paths)} checkpoints: {', '.join(str(p) for p in paths)}")
         save_atomic(average_checkpoints(paths), a.output)
     except PluginError as e:

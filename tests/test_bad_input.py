@@ -13,6 +13,7 @@ whose pickle would run code (test_untrusted_checkpoints.py)."""
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -357,6 +358,31 @@ def test_nan_loss_stops_naming_the_update(setup, tmp_path):
     assert {k: v for k, v in after.items() if k != "crash.pt"} == before
 
 
+def test_checkpoint_with_non_finite_weights_is_refused_by_name(setup, checkpoint, tmp_path):
+    """A checkpoint holding NaN (or inf) weights, e.g. an average of diverged ones: resuming from it,
+    fine-tuning from it, decoding with it and the Python API each end in one line naming the file
+    and the tensor (not 'lower --lr and run again', which would load the same weights); every
+    checkpoint is left as it was."""
+    save = tmp_path / "ckpt"
+    shutil.copytree(setup / "ckpt", save)
+    state = torch.load(save / "checkpoint_last.pt", weights_only=False)
+    name = [k for k, v in state["model"].items() if v.is_floating_point()][-1]
+    state["model"][name].view(-1)[:3] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    torch.save(state, save / "checkpoint_last.pt")
+    checkpoints = lambda: {k: v for k, v in snapshot(save).items() if k.endswith(".pt")}  # noqa: E731
+    before = checkpoints()
+    expected = (f"checkpoint {save / 'checkpoint_last.pt'} holds non-finite weights: {name} has 3 NaN/inf of its "
+                f"{state['model'][name].numel()} values", "use an earlier checkpoint of that run (fairseq-train "
+                "--restore-file checkpoint_E_U.pt")
+    one_line_error(train(setup / "bin", save, *ARCH, max_update=6, ok=False), *expected)
+    one_line_error(train(setup / "bin", tmp_path / "new", *ARCH, "--finetune-from-model", save / "checkpoint_last.pt",
+                         max_update=6, ok=False), *expected)
+    one_line_error(generate(setup, save / "checkpoint_last.pt"), *expected)
+    assert checkpoints() == before and not list((tmp_path / "new").glob("*.pt"))
+    with pytest.raises(PluginError, match=re.escape(expected[0])):
+        attn_only_plugin.load(save, data=setup / "bin")
+
+
 def test_fp16_minimum_loss_scale_names_the_update():
     """fp16 overflow is skipped by fairseq's loss scaler; only when the scale falls below
     --min-loss-scale does it raise FloatingPointError (GPU only: checked here on a stand-in trainer)."""
@@ -371,6 +397,31 @@ def test_fp16_minimum_loss_scale_names_the_update():
         _checked_train_step(exploding)(trainer, [])
     with pytest.raises(KeyError):  # anything else passes through untouched
         _checked_train_step(lambda self, samples: {}["x"])(trainer, [])
+
+
+def test_nan_gradients_with_weights_gone_non_finite_name_the_weight():
+    """When the weights themselves are no longer finite at the failing update (a step that overflowed
+    them, then saved), the message names the weight and says to resume from before, not from the
+    same weights; with finite weights it is the plain 'run again' (test_nan_loss_stops_naming_the_update)."""
+    from attn_only_plugin.input_checks import _checked_train_step
+
+    def nan_gradients(self, samples):
+        raise FloatingPointError("gradients are Nan/Inf")
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 2))
+    trainer = SimpleNamespace(get_num_updates=lambda: 6, model=model,
+                              cfg=SimpleNamespace(checkpoint=SimpleNamespace(save_dir="ckpt")))
+    with pytest.raises(PluginError) as finite:
+        _checked_train_step(nan_gradients)(trainer, [])
+    assert "and run again (it resumes from checkpoint_last.pt" in str(finite.value)
+    with torch.no_grad():
+        model[1].weight[0, :2] = float("inf")
+    with pytest.raises(PluginError, match=re.escape(
+            "training stopped at update 7: the loss or gradients are NaN/inf, and so is the weight 1.weight (2 of 6 "
+            "values); lower the learning rate (--lr, --lr-multiplier), raise --warmup-updates or set --clip-norm, and "
+            "run again from a checkpoint saved before the weights diverged (checkpoint_last.pt is left as it was; if "
+            "it was saved after, fairseq-train refuses it by name: give --restore-file an earlier checkpoint_E_U.pt; "
+            f"the failing state is in {os.path.join('ckpt', 'crash.pt')})")):
+        _checked_train_step(nan_gradients)(trainer, [])
 
 
 # 15+. other natural mistakes ---------------------------------------------------------------------

@@ -101,6 +101,11 @@ def _refusal_case(tmp_path, case):
         return ["--inputs", tmp_path, "--num-epoch-checkpoints", 0], "must be >= 1, not 0"
     if case == "folder":
         return ["--inputs", tmp_path], "is a folder: add --num-update-checkpoints N"
+    if case in ("nan", "inf"):  # a checkpoint from after the training diverged
+        value = float(case)
+        fake_checkpoint(tmp_path / "b.pt", 2.0, extra={"bias": torch.tensor([1.0, value], dtype=torch.float64)})
+        return pair, (f"{tmp_path / 'b.pt'} holds non-finite weights: bias has 1 NaN/inf of its 2 values, which "
+                      "would make the average NaN/inf: leave it out of --inputs")
     if case == "unsafe":  # a pickle that would run code: the safe loader refuses it
         torch.save({"model": {"x": torch.ones(1)}, "evil": Path("x")}, tmp_path / "b.pt")
         return pair, f"refused to load untrusted checkpoint {tmp_path / 'b.pt'}: it holds pathlib"
@@ -108,7 +113,8 @@ def _refusal_case(tmp_path, case):
     return pair, f"cannot read checkpoint {tmp_path / 'b.pt'}: it is corrupt or truncated"
 
 
-@pytest.mark.parametrize("case", ["shape", "keys", "missing_key", "none", "zero", "folder", "unsafe", "truncated"])
+@pytest.mark.parametrize("case", ["shape", "keys", "missing_key", "none", "zero", "folder", "nan", "inf", "unsafe",
+                                  "truncated"])
 def test_refusals_are_one_line_and_leave_output_alone(tmp_path, cli, case):
     args, expect = _refusal_case(tmp_path, case)
     out = tmp_path / "out" / "avg.pt"
@@ -119,6 +125,30 @@ def test_refusals_are_one_line_and_leave_output_alone(tmp_path, cli, case):
     assert proc.returncode == 1 and len(errors) == 1, proc.stderr  # progress lines, then one error line
     assert errors[0].startswith("error: ") and expect in errors[0], errors[0]
     assert out.read_text() == "previous result" and os.listdir(out.parent) == ["avg.pt"]
+
+
+def test_output_that_is_an_input_is_refused(tmp_path, script, capsys, monkeypatch):
+    """--output naming one of the inputs, however written (the same path, relative, a symlink to it,
+    a hard link of it, a folder's checkpoint): one line, every input left as it was."""
+    mod = script("average_checkpoints")
+    for u, scale in [(10, 1.0), (20, 2.0)]:
+        fake_checkpoint(tmp_path / f"checkpoint_1_{u}.pt", scale)
+    first, second = tmp_path / "checkpoint_1_10.pt", tmp_path / "checkpoint_1_20.pt"
+    (tmp_path / "link.pt").symlink_to(second)
+    os.link(second, tmp_path / "hard.pt")
+    before = {p.name: p.read_bytes() for p in (first, second)}
+    monkeypatch.chdir(tmp_path)
+    pair = ["--inputs", first, second]
+    for args, output, clash in [(pair, second, second), (pair, "checkpoint_1_20.pt", second),
+                                (pair, tmp_path / "link.pt", second), (pair, tmp_path / "hard.pt", second),
+                                (["--inputs", ".", "--num-update-checkpoints", 2], "checkpoint_1_10.pt", "checkpoint_1_10.pt")]:
+        assert mod.main([*map(str, args), "--output", str(output)]) == 1
+        err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("[average]")]
+        assert err == [f"error: --output {output} is the input checkpoint {clash}: the average would replace it (and "
+                       "its optimizer state); choose another --output, e.g. checkpoint_avg.pt"], err
+    assert {p.name: p.read_bytes() for p in (first, second)} == before
+    assert mod.main([*map(str, pair), "--output", "checkpoint_avg.pt"]) == 0  # the control
+    assert torch.load(tmp_path / "checkpoint_avg.pt", weights_only=True)["model"]["half"].item() == 1.5
 
 
 def test_no_checkpoints_in_library(script):
