@@ -23,15 +23,21 @@ does (almost no source padding; targets of a translation still vary in length, ~
 Turns, not one model after the other: shared and virtual machines drift in speed by 10-30%
 within minutes, which one-after-the-other runs read as a difference between the models.
 Prints one table (ours, built-in, ratio) and writes JSON. A script, not a timed test.
+Counts that cannot be measured (--updates, --repeats, --batch-size, --generate below 1,
+--warmup below 0, --peak-tflops not above 0) are refused before anything runs; a measuring
+process that fails ends the benchmark with its one-line error (ATTN_ONLY_TRACEBACK=1 prints its
+traceback too), one that dies with its exit status.
 """
 import argparse
 import json
 import multiprocessing as mp
 import os
+import queue as queues
 import resource
 import statistics
 import sys
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -214,7 +220,7 @@ def _batches(d, device, batch_size, batching):
     return [{k: v.to(device) for k, v in b.items()} for b in make_batches(d, 4, batch_size, batching=batching)]
 
 
-def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batching, optimizer, queue):
+def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batching, optimizer):
     """Runs in its own process: both models train side by side, taking turns step by step on the
     same batch (who goes first alternates), so that a machine whose speed drifts slows both alike.
     Per repeat, target tokens/s and model FLOP/s over `updates` steps each, after `warmup`."""
@@ -240,14 +246,14 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
     tokens = sum(int(batches[i % len(batches)]["tgt"].ne(d.pad()).sum()) for i in range(updates))
     flops = sum(model_flops(batches[i % len(batches)], shape, d.pad()) for i in range(updates))
     pads = pad_share(batches, d.pad())
-    queue.put({name: dict(tokens_per_s_per_repeat=[tokens / s for s in secs],
-                          flops_per_s_per_repeat=[flops / s for s in secs], pad_share=pads,
-                          step_ms=1e3 * sum(secs) / (repeats * updates),
-                          optimizer_ms=1e3 * in_optimizer[name] / (repeats * updates))
-               for name, secs in seconds.items()})
+    return {name: dict(tokens_per_s_per_repeat=[tokens / s for s in secs],
+                       flops_per_s_per_repeat=[flops / s for s in secs], pad_share=pads,
+                       step_ms=1e3 * sum(secs) / (repeats * updates),
+                       optimizer_ms=1e3 * in_optimizer[name] / (repeats * updates))
+            for name, secs in seconds.items()}
 
 
-def train_memory(which, shape, device, amp, n_steps, batch_size, batching, optimizer, queue):
+def train_memory(which, shape, device, amp, n_steps, batch_size, batching, optimizer):
     """Runs in its own process: the peak memory of training `which` ('ours' or 'fairseq') for
     n_steps steps (the process's peak RSS on a CPU, CUDA max allocated on a GPU)."""
     import torch
@@ -260,7 +266,65 @@ def train_memory(which, shape, device, amp, n_steps, batch_size, batching, optim
         torch.cuda.reset_peak_memory_stats()
     for i in range(n_steps):
         step(batches[i % len(batches)])
-    queue.put(_peak_memory(device))
+    return _peak_memory(device)
+
+
+class WorkerError(RuntimeError):
+    """A measuring process failed or died; the message is one line."""
+
+
+def _worker(target, args, queue):
+    """Runs in the measuring process: ("ok", target(*args)) or ("error", one line) into queue."""
+    try:
+        queue.put(("ok", target(*args)))
+    except BaseException as e:  # noqa: B902 (Ctrl-C too: the parent must not wait for a result)
+        if os.environ.get("ATTN_ONLY_TRACEBACK"):
+            traceback.print_exc()
+        first = (str(e).strip().splitlines() or [""])[0]
+        queue.put(("error", f"{type(e).__name__}: {first}" if first else type(e).__name__))
+
+
+def in_process(ctx, target, *args, poll_s=0.5):
+    """target(*args) in a fresh process (peak memory is per process); its result, or WorkerError
+    with its one-line error, or its exit status if it died without one (killed, out of memory)."""
+    q = ctx.Queue()
+    p = ctx.Process(target=_worker, args=(target, args, q))
+    p.start()
+    try:
+        while True:
+            try:
+                status, value = q.get(timeout=poll_s)
+                break
+            except queues.Empty:
+                if p.is_alive():
+                    continue
+                try:  # it may have put its result just before ending
+                    status, value = q.get(timeout=poll_s)
+                    break
+                except queues.Empty:
+                    why = f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exit status {p.exitcode}"
+                    raise WorkerError(f"the {target.__name__} process died ({why}) without a result: out of "
+                                      "memory? try a smaller --batch-size or --preset") from None
+    finally:
+        p.join(timeout=30)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    if status == "error":
+        raise WorkerError(f"the {target.__name__} process failed: {value}: rerun with ATTN_ONLY_TRACEBACK=1 for "
+                          "its traceback")
+    return value
+
+
+def check_settings(updates, warmup, repeats, batch_size=None, n_gen=None, peak=None) -> None:
+    """Refuse counts that measure nothing (or divide by zero) before any process starts."""
+    for flag, value, least in (("--updates", updates, 1), ("--warmup", warmup, 0), ("--repeats", repeats, 1),
+                               ("--batch-size", batch_size, 1), ("--generate", n_gen, 1)):
+        if value is not None and value < least:
+            raise ValueError(f"{flag} must be >= {least}, got {value}"
+                             + (": leave it out for the preset's" if flag in ("--batch-size", "--generate") else ""))
+    if peak is not None and not peak > 0:
+        raise ValueError(f"--peak-tflops must be > 0, got {peak}: leave it out when the device's peak is not known")
 
 
 def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half=False):
@@ -304,29 +368,22 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
 def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=None, n_gen=None,
         parts=("training", "generation"), batching="random", peak=None, optimizer="recipe"):
     """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches."""
+    check_settings(updates, warmup, repeats, batch_size, n_gen, peak)
     shape = PRESETS[preset]
-    batch_size = batch_size or BATCH_SIZE[preset]
-    n_gen = n_gen or 2 * batch_size
+    batch_size = BATCH_SIZE[preset] if batch_size is None else batch_size
+    n_gen = 2 * batch_size if n_gen is None else n_gen
     peak = peak_tflops(device, amp, peak)
     ctx = mp.get_context("spawn")
-
-    def in_process(target, *args):  # a fresh process each: peak memory is per process
-        q = ctx.Queue()
-        p = ctx.Process(target=target, args=(*args, q))
-        p.start()
-        result = q.get()
-        p.join()
-        return result
-
     train = {}
     if "training" in parts:
         print(f"[benchmark] training speed: both models in turns, {repeats} x {updates} updates each",
               file=sys.stderr)
-        train = in_process(train_speed, shape, device, amp, updates, warmup, repeats, batch_size, batching, optimizer)
+        train = in_process(ctx, train_speed, shape, device, amp, updates, warmup, repeats, batch_size, batching,
+                           optimizer)
         for which, t in train.items():
             print(f"[benchmark] training memory: {which}", file=sys.stderr)
-            t["peak_mib"] = in_process(train_memory, which, shape, device, amp, max(2, warmup + 1), batch_size, batching,
-                                       optimizer)
+            t["peak_mib"] = in_process(ctx, train_memory, which, shape, device, amp, max(2, warmup + 1), batch_size,
+                                       batching, optimizer)
             t["optimizer"] = optimizer_for(which, optimizer)
             t["tokens_per_s"] = statistics.median(t["tokens_per_s_per_repeat"])
             t["flops_per_s"] = statistics.median(t.pop("flops_per_s_per_repeat"))
@@ -336,7 +393,8 @@ def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_s
     gen = {}
     if "generation" in parts:
         print(f"[benchmark] generation, beam 4{', fp16' if amp and device == 'cuda' else ''}", file=sys.stderr)
-        gen = generation(shape, device, n_gen, batch_size // 2, batching, repeats, half=amp and device == "cuda")
+        gen = generation(shape, device, n_gen, max(1, batch_size // 2), batching, repeats,
+                         half=amp and device == "cuda")
     return dict(preset=preset, shape=shape, device=device, amp=amp, threads=int(os.environ.get("OMP_NUM_THREADS", 0)),
                 batching=batching, batch_size=batch_size, peak_tflops=peak, training=train, generation=gen)
 
@@ -396,8 +454,15 @@ def main(argv=None) -> None:
                         "built-in, paper_adam for ours); adam or paper_adam: that one for both (default: recipe)")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
-    r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts, a.batching,
-          a.peak_tflops, a.optimizer)
+    try:
+        check_settings(a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.peak_tflops)
+    except ValueError as e:
+        sys.exit(f"error: {e}")
+    try:
+        r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts,
+                a.batching, a.peak_tflops, a.optimizer)
+    except WorkerError as e:
+        sys.exit(f"error: {e}")
     print(table(r))
     if a.out:
         a.out.write_text(json.dumps(r, indent=2))

@@ -1,6 +1,10 @@
 """scripts/benchmark.py on the tiny preset: it runs, both models decode the same hypotheses, and
 the table and JSON carry every measure. (Speeds themselves are never asserted.)"""
 import json
+import os
+import re
+
+import pytest
 
 
 def test_tiny_benchmark_runs_and_hypotheses_match(cli, tmp_path):
@@ -111,3 +115,36 @@ def test_gpu_bundle_without_an_install_says_what_to_do(tmp_path):
     proc = subprocess.run(["bash", str(root / "scripts" / "gpu_bundle.sh")], capture_output=True, text=True,
                           env=dict(os.environ, VENV=str(tmp_path / "no-venv")))
     assert proc.returncode == 1 and "run 'bash scripts/install.sh' first" in proc.stderr
+
+
+def test_counts_that_measure_nothing_are_refused_up_front(cli, script):
+    """--updates 0 used to end the training process on a ZeroDivisionError while the parent waited
+    for its result forever; --batch-size 0 and --generate 0 silently meant the preset's."""
+    proc = cli("benchmark", "--preset", "tiny", "--updates", 0)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines() == ["error: --updates must be >= 1, got 0"]
+    bench = script("benchmark")
+    for args, message in [(["--repeats", "0"], "--repeats must be >= 1, got 0"),
+                          (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
+                          (["--batch-size", "0"], "--batch-size must be >= 1, got 0: leave it out for the preset's"),
+                          (["--generate", "-4"], "--generate must be >= 1, got -4: leave it out for the preset's"),
+                          (["--peak-tflops", "0"], "--peak-tflops must be > 0, got 0.0: leave it out when the "
+                                                   "device's peak is not known")]:
+        with pytest.raises(SystemExit, match=f"^error: {re.escape(message)}$"):
+            bench.main(["--preset", "tiny", *args])
+    with pytest.raises(ValueError, match="--updates must be >= 1, got 0"):  # the library function too
+        bench.run("tiny", updates=0)
+
+
+def test_a_failing_or_dying_worker_ends_the_parent_in_one_line(script):
+    bench = script("benchmark")
+    ctx = bench.mp.get_context("spawn")
+    assert bench.in_process(ctx, int, "12") == 12  # the control
+    with pytest.raises(bench.WorkerError, match=re.escape(
+            "the int process failed: ValueError: invalid literal for int() with base 10: 'x': rerun with "
+            "ATTN_ONLY_TRACEBACK=1 for its traceback")):
+        bench.in_process(ctx, int, "x")
+    with pytest.raises(bench.WorkerError, match=re.escape("the _exit process died (exit status 3) without a result")):
+        bench.in_process(ctx, os._exit, 3)
+    # the original hang: the training process's ZeroDivisionError with no update to divide by
+    with pytest.raises(bench.WorkerError, match="the train_speed process failed: ZeroDivisionError: "):
+        bench.in_process(ctx, bench.train_speed, bench.PRESETS["tiny"], "cpu", False, 0, 0, 1, 2, "random", "recipe")
