@@ -18,13 +18,27 @@ _FILE = re.compile(r"wsj_(\d{4})\.mrg$", re.IGNORECASE)
 
 
 def parse_ranges(spec: Iterable[str]) -> Dict[str, Tuple[int, int]]:
-    """['train=1-159', 'valid=160-169', 'test=170-179'] -> {split: (first, last)} file numbers."""
+    """['train=1-159', 'valid=160-169', 'test=170-179'] -> {split: (first, last)} file numbers.
+    A split named twice, a range that ends before it starts, and ranges that share files (test
+    trees that would also be trained on) are refused."""
     ranges = {}
     for item in spec:
         m = re.fullmatch(r"(train|valid|test)=(\d+)-(\d+)", item)
         if not m:
             raise ValueError(f"bad split {item!r}: write it as train=1-159 (WSJ file numbers, inclusive)")
-        ranges[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+        split, first, last = m.group(1), int(m.group(2)), int(m.group(3))
+        if split in ranges:
+            raise ValueError(f"the {split} split is given twice ({split}={ranges[split][0]}-{ranges[split][1]} and "
+                             f"{item}): give each split once")
+        if first > last:
+            raise ValueError(f"bad split {item!r}: the range ends before it starts; write it as "
+                             f"{split}={last}-{first}")
+        for other, (a, b) in ranges.items():
+            if first <= b and a <= last:
+                raise ValueError(f"the {other} and {split} splits overlap ({other}={a}-{b} and {item} share files "
+                                 f"{max(a, first)}-{min(b, last)}), so the same trees would be in both: give "
+                                 "ranges that do not share files")
+        ranges[split] = (first, last)
     return ranges
 
 

@@ -54,3 +54,30 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
     assert "; 0 outputs repaired" in report  # --constrain-trees: even a 4-update model writes trees
     assert "--beam 21" in proc.stderr or "beam 21" in proc.stderr
     assert len((tmp_path / "test.pred").read_text().splitlines()) == 8  # every sentence gets a tree
+
+
+def test_split_ranges_that_overlap_or_repeat_are_refused(tmp_path):
+    """--split train=1-159 test=150-179 would put trees 150-159 in both training and test data."""
+    import pytest
+
+    from attn_only_plugin.parsing.data import parse_ranges
+    assert parse_ranges(["train=1-159", "valid=160-169", "test=170-179"]) == \
+        {"train": (1, 159), "valid": (160, 169), "test": (170, 179)}
+    for spec, message in [
+            (["train=1-159", "test=150-179"], "the train and test splits overlap (train=1-159 and test=150-179 share "
+                                              "files 150-159), so the same trees would be in both: give ranges that "
+                                              "do not share files"),
+            (["valid=5-5", "train=1-9"], "the valid and train splits overlap (valid=5-5 and train=1-9 share files 5-5)"),
+            (["test=1-2", "test=3-4"], "the test split is given twice (test=1-2 and test=3-4): give each split once"),
+            (["train=9-1"], "bad split 'train=9-1': the range ends before it starts; write it as train=1-9")]:
+        with pytest.raises(ValueError) as refused:
+            parse_ranges(spec)
+        assert str(refused.value).startswith(message), refused.value
+    bank, out = tmp_path / "bank", tmp_path / "out"
+    bank.mkdir()
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_ptb.py"), "--treebank", str(bank),
+                           "--out", str(out), "--split", "train=1-159", "test=150-179"], capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1:] == [  # after fairseq's import chatter
+        "error: the train and test splits overlap (train=1-159 and test=150-179 share files 150-159), so the same "
+        "trees would be in both: give ranges that do not share files"]
+    assert not out.exists()
