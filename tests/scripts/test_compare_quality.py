@@ -1,0 +1,80 @@
+"""scripts/compare_quality.py on a tiny digit-reversal data-bin: both models and both recipes train
+through the real fairseq-train, translate through fairseq-generate, and land in one table and JSON;
+a second call reuses the finished runs; bad values are refused in one line before anything runs."""
+import json
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from toy_training import BIN, run  # noqa: E402
+
+TINY = ["--updates", "3", "--layers", "1", "--d-model", "16", "--d-ff", "32", "--heads", "2",
+        "--max-tokens", "400", "--warmup", "2", "--progress-every", "0"]
+
+
+def digit_bin(root: Path) -> Path:
+    """Train / valid / test digit strings and their reversals, binarized with one dictionary."""
+    rng = random.Random(0)
+    for split, n in [("train", 60), ("valid", 8), ("test", 6)]:
+        rows = [[str(rng.randint(0, 9)) for _ in range(rng.randint(3, 6))] for _ in range(n)]
+        (root / f"{split}.src").write_text("".join(" ".join(r) + "\n" for r in rows))
+        (root / f"{split}.tgt").write_text("".join(" ".join(reversed(r)) + "\n" for r in rows))
+    run(BIN / "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", root / "train",
+        "--validpref", root / "valid", "--testpref", root / "test", "--destdir", root / "bin",
+        "--joined-dictionary", "--workers", 1)
+    return root / "bin"
+
+
+def test_two_models_two_seeds_one_table_and_reuse(cli, tmp_path):
+    data, work, out = digit_bin(tmp_path), tmp_path / "work", tmp_path / "quality.json"
+    args = ["--data-bin", data, "--work", work, "--seeds", "1", "2", "--recipes", "own", *TINY, "--out", out]
+    proc = cli("compare_quality", *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert list(rows) == ["own/ours", "own/builtin"]
+    for row in rows.values():
+        assert row["seeds"] == [1, 2] and all(p > 1 for p in row["valid_ppl"]) and len(row["bleu"]) == 2
+        assert abs(row["valid_ppl_mean"] - sum(row["valid_ppl"]) / 2) < 1e-9
+    # each model on its own recipe
+    assert "paper_adam" in (work / "own-ours-seed1" / "command.txt").read_text()
+    assert "'adam'" in (work / "own-builtin-seed1" / "command.txt").read_text()
+    assert "| own/ours |" in proc.stdout and "mean (sd)" in proc.stdout
+    assert "[quality] start own/ours/seed 1" in proc.stderr and "[quality] done own/builtin/seed 2" in proc.stderr
+    again = cli("compare_quality", *args)  # finished runs are reused, the table is the same
+    assert again.returncode == 0 and "4 of 4 runs already done" in again.stderr
+    assert "[quality] start" not in again.stderr and again.stdout == proc.stdout
+
+
+def test_alike_recipe_differs_only_in_the_model(script, tmp_path):
+    """Configured alike, the two fairseq-train commands differ only in the model's flags."""
+    q = script("compare_quality")
+    a = q.main.__globals__["argparse"].Namespace(
+        data_bin=tmp_path, user_dir="P", arch="transformer_base", ours_extra="", builtin_extra="", dropout=0.1,
+        warmup=400, max_tokens=2048, updates=10, **q.SIZES)
+    ours, builtin = (q.train_command(a, m, "alike", 1, tmp_path) for m in ("ours", "builtin"))
+    model_flags = {"ours": q.model_args("ours", {k: str(v) for k, v in q.SIZES.items()}, "transformer_base"),
+                   "builtin": q.model_args("builtin", {k: str(v) for k, v in q.SIZES.items()}, "transformer_base")}
+    assert [x for x in ours if x not in model_flags["ours"]] == [x for x in builtin if x not in model_flags["builtin"]]
+    assert "--share-all-embeddings" in builtin and "label_smoothed_cross_entropy" in ours and "adam" in ours
+
+
+def test_bad_values_refused_in_one_line(cli, tmp_path):
+    data = digit_bin(tmp_path)
+    for bad, says in [(["--updates", "0"], "--updates must be >= 1"), (["--seeds", "1", "1"], "--seeds must be distinct"),
+                      (["--jobs", "0"], "--jobs must be >= 1")]:
+        proc = cli("compare_quality", "--data-bin", data, "--work", tmp_path / "w", *TINY, *bad)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1  # one line, nothing started
+        assert proc.stderr.startswith("error: ") and says in proc.stderr, proc.stderr
+    proc = cli("compare_quality", "--data-bin", tmp_path, "--work", tmp_path / "w", *TINY)
+    assert proc.returncode == 1 and "has no dict.*.txt" in proc.stderr
+    assert not (tmp_path / "w").exists()  # nothing started
+
+
+def test_a_failing_training_ends_the_comparison_in_one_line(cli, tmp_path):
+    data = digit_bin(tmp_path)
+    proc = cli("compare_quality", "--data-bin", data, "--work", tmp_path / "w", *TINY, "--models", "ours",
+               "--ours-extra", "--heads 3")
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and last.startswith("error: alike/ours/seed 1: fairseq-train exited 1: d_model=16")
+    assert "not divisible by h=3" in last and "train.log" in last
