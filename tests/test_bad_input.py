@@ -383,6 +383,18 @@ def test_checkpoint_with_non_finite_weights_is_refused_by_name(setup, checkpoint
         attn_only_plugin.load(save, data=setup / "bin")
 
 
+def test_checkpoint_storing_d_k_0_is_refused_and_loads_with_the_override(setup, checkpoint, tmp_path):
+    """--d-k 0 once meant d_model / h while the checkpoint stored 0 (now refused at fairseq-train,
+    tests/models): such a checkpoint is refused in one line that names the override that loads it."""
+    state = torch.load(checkpoint, weights_only=False)
+    state["cfg"]["model"]["d_k"] = 0
+    torch.save(state, tmp_path / "old.pt")
+    one_line_error(generate(setup, tmp_path / "old.pt"), "--d-k must be >= 1, got 0: leave it out for d_model / h = 8",
+                   "load it with --model-overrides \"{'d_k': None}\"")
+    proc = generate(setup, tmp_path / "old.pt", "--model-overrides", "{'d_k': None}")
+    assert proc.returncode == 0 and proc.stdout.count("H-") == 100, proc.stderr[-2000:]
+
+
 def test_fp16_minimum_loss_scale_names_the_update():
     """fp16 overflow is skipped by fairseq's loss scaler; only when the scale falls below
     --min-loss-scale does it raise FloatingPointError (GPU only: checked here on a stand-in trainer)."""

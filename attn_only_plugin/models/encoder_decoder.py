@@ -45,8 +45,9 @@ def select_rows(tensors: List[Tensor], rows: Tensor) -> List[Tensor]:
 
 def _layer_args(cfg) -> dict:
     """Map the config (fairseq names at this one edge) to the paper's symbols."""
-    return dict(d_model=cfg.d_model, d_ff=cfg.d_ff, h=cfg.heads, d_k=cfg.d_k or cfg.d_model // cfg.heads,
-                d_v=cfg.d_v or cfg.d_model // cfg.heads, dropout=cfg.dropout,
+    default = cfg.d_model // cfg.heads  # section 3.2.2: d_k = d_v = d_model / h unless given
+    return dict(d_model=cfg.d_model, d_ff=cfg.d_ff, h=cfg.heads, d_k=default if cfg.d_k is None else cfg.d_k,
+                d_v=default if cfg.d_v is None else cfg.d_v, dropout=cfg.dropout,
                 attention_dropout=cfg.attention_dropout, relu_dropout=cfg.relu_dropout,
                 pre_norm=cfg.pre_norm)
 

@@ -60,12 +60,17 @@ def full_config(cfg) -> TransformerConfig:
 
 
 def validate(cfg: TransformerConfig) -> None:
-    if cfg.d_model % cfg.heads and (cfg.d_k is None or cfg.d_v is None):
-        raise PluginError(f"d_model={cfg.d_model} is not divisible by h={cfg.heads}: choose --heads that "
-                          "divides --d-model, or set --d-k and --d-v explicitly (section 3.2.2)")
     for name in ("encoder_layers", "decoder_layers", "d_model", "d_ff", "heads"):
         if getattr(cfg, name) < 1:
             raise PluginError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.d_model % cfg.heads and (cfg.d_k is None or cfg.d_v is None):
+        raise PluginError(f"d_model={cfg.d_model} is not divisible by h={cfg.heads}: choose --heads that "
+                          "divides --d-model, or set --d-k and --d-v explicitly (section 3.2.2)")
+    for name in ("d_k", "d_v"):  # None: d_model / h; 0 is not that (it would be stored as 0 in the checkpoint)
+        if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
+            raise PluginError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}: leave it out for "
+                              f"d_model / h = {cfg.d_model // cfg.heads} (a checkpoint that stores 0 was trained with "
+                              f"d_model / h: load it with --model-overrides \"{{'{name}': None}}\")")
     for name in ("dropout", "attention_dropout", "relu_dropout"):
         if not 0.0 <= getattr(cfg, name) < 1.0:
             raise PluginError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(cfg, name)}")

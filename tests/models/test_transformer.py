@@ -1,4 +1,5 @@
 """The model: parameter counts of Table 3, config errors, cached decoding, weight checks."""
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -40,6 +41,20 @@ def test_config_errors(dictionary):
     build_model(dictionary, other, embedding_sharing="decoder")  # allowed
     m = build_model(dictionary, d_model=30, heads=4, d_k=8, d_v=5)  # Table 3 rows A/B: free d_k, d_v
     assert m.encoder.layers[0].self_attn.qkv.weight.shape == (4 * (8 + 8 + 5), 30)
+
+
+@pytest.mark.parametrize("flag,value", [("d_k", 0), ("d_v", 0), ("d_k", -8)])
+def test_d_k_d_v_below_one_refused_not_read_as_default(dictionary, flag, value):
+    """--d-k 0 used to mean d_model / h (`cfg.d_k or ...`) while the checkpoint stored 0; and
+    --heads 0 ended in a ZeroDivisionError in the divisibility check."""
+    with pytest.raises(PluginError, match=re.escape(
+            f"--{flag.replace('_', '-')} must be >= 1, got {value}: leave it out for d_model / h = 8 (a checkpoint "
+            f"that stores 0 was trained with d_model / h: load it with --model-overrides \"{{'{flag}': None}}\")")):
+        build_model(dictionary, **{flag: value})
+    with pytest.raises(PluginError, match="^--heads must be >= 1, got 0$"):
+        build_model(dictionary, heads=0)
+    m = build_model(dictionary)  # left out: d_model / h = 32 / 4
+    assert m.cfg.d_k is None and m.encoder.layers[0].self_attn.qkv.weight.shape == (3 * 32, 32)
 
 
 def test_sharing_is_three_way(dictionary):
