@@ -88,8 +88,9 @@ def _save(fig, out: Path, name: str, written: list):
         written.append(path)
 
 
-def render(att: dict, out: Path, layer: int, word: str, heads):
-    """Write the figures and attention.json for the weights returned by Translator.attention."""
+def render(att: dict, out: Path, layer, word: str, heads):
+    """Write the figures and attention.json for the weights returned by Translator.attention;
+    layer None is the second to last (the paper shows layer 5 of 6)."""
     import logging
 
     from attn_only_plugin.atomic import atomic_output
@@ -99,9 +100,12 @@ def render(att: dict, out: Path, layer: int, word: str, heads):
     import matplotlib.pyplot as plt
     logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's logging config is verbose
     n_layers, n_heads = att["encoder"].shape[:2]
-    layer = layer if layer >= 0 else max(n_layers - 2, 0)  # the paper shows layer 5 of 6
-    if not 0 <= layer < n_layers:
-        raise SystemExit(f"error: --layer {layer} is out of range: the model has {n_layers} encoder layers")
+    default = max(n_layers - 2, 0)
+    if layer is None:
+        layer = default
+    elif not 0 <= layer < n_layers:
+        raise SystemExit(f"error: --layer {layer} is out of range: the model has {n_layers} encoder layers, numbered "
+                         f"0-{n_layers - 1} (leave --layer out for {default}, the second to last)")
     bad = [h for h in heads if not 0 <= h < n_heads]
     if bad:
         raise SystemExit(f"error: head {bad[0]} is out of range: the model has {n_heads} heads")
@@ -142,7 +146,7 @@ def main(argv=None) -> None:
     p.add_argument("--spm-model", help="sentencepiece model used to prepare the data")
     p.add_argument("--source", required=True, help="the source sentence, as plain text")
     p.add_argument("--target", help="a target sentence (default: the model's beam-search output)")
-    p.add_argument("--layer", type=int, default=-1, help="encoder layer from 0 (default: second to last)")
+    p.add_argument("--layer", type=int, help="encoder layer from 0 (default: second to last)")
     p.add_argument("--word", default="", help="source word (text or index) for the line plots")
     p.add_argument("--heads", default="0,1", help="heads for the Figure 4 style plot, e.g. 0,1")
     p.add_argument("--out", type=Path, required=True, help="folder for the figures and attention.json")

@@ -35,7 +35,7 @@ def test_weights_shapes_rows_and_causality(translator):
 def test_figures_and_json(translator, tmp_path, script):
     plot = script("plot_attention")
     att = translator.attention("1 2 3 4 5", target="5 4 3 2 1")
-    written = plot.render(att, tmp_path, layer=-1, word="2", heads=[0, 1])  # a number is an index
+    written = plot.render(att, tmp_path, layer=None, word="2", heads=[0, 1])  # a number is an index
     names = {p.name for p in written}
     assert {"lines_2.png", "heads.png", "grid_encoder.png", "grid_decoder.png", "grid_cross.png",
             "lines_2.svg", "attention.json"} <= names
@@ -46,9 +46,14 @@ def test_figures_and_json(translator, tmp_path, script):
     back = json.loads((tmp_path / "attention.json").read_text())
     assert torch.allclose(torch.tensor(back["cross"]), att["cross"]) and back["source_tokens"][0] == "1"
     with pytest.raises(SystemExit, match="not a source token"):
-        plot.render(att, tmp_path, layer=-1, word="banana", heads=[0])
+        plot.render(att, tmp_path, layer=None, word="banana", heads=[0])
     with pytest.raises(SystemExit, match="head 9 is out of range"):
-        plot.render(att, tmp_path, layer=-1, word="", heads=[9])
+        plot.render(att, tmp_path, layer=None, word="", heads=[9])
+    for layer in (-5, -1, 2):  # --layer -5 used to mean the default silently
+        with pytest.raises(SystemExit, match=f"^error: --layer {layer} is out of range: the model has 2 encoder "
+                                             r"layers, numbered 0-1 \(leave --layer out for 0, the second to last\)$"):
+            plot.render(att, tmp_path / "refused", layer=layer, word="", heads=[0])
+    assert not (tmp_path / "refused").exists()
 
 
 def test_labels_mark_word_pieces(script):
