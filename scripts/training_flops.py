@@ -44,6 +44,7 @@ once). --params P replaces the shape-derived P (then C = 6 P D_tgt + 3 A, i.e. D
 ~25000 source and ~25000 target tokens.
 """
 import argparse
+import math
 import sys
 
 TFLOPS = {
@@ -84,8 +85,20 @@ def analytic_flops(p_enc: float, p_dec: float, src_tokens: float, tgt_tokens: fl
     return 6 * (p_enc * src_tokens + p_dec * tgt_tokens) + 3 * attention
 
 
+POSITIVE = ("hours", "gpus", "params", "layers", "d_model", "d_ff", "vocab", "tokens", "steps", "tokens_per_step",
+            "src_len", "tgt_len")  # every count and size: 0, negative or not finite gives a meaningless figure
+
+
+def check_positive(v: dict) -> None:
+    for name in POSITIVE:
+        value = v.get(name)
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"--{name.replace('_', '-')} must be a number > 0, got {value:g}")
+
+
 def estimate(v: dict) -> dict:
-    """Both estimates from the settings in v (see parse_args)."""
+    """Both estimates from the settings in v (see parse_args); a setting that is not > 0 is refused."""
+    check_positive(v)
     if v.get("params") is not None:
         p_enc, p_dec = 0.0, float(v["params"])  # P with D_src = D_tgt: all of it against D_tgt
     else:

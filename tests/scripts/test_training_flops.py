@@ -1,4 +1,6 @@
 """scripts/training_flops.py: Table 2 of Vaswani et al. (2017), the paper's estimate and the analytic count."""
+import re
+
 import pytest
 
 
@@ -48,3 +50,16 @@ def test_cli_prints_both(cli):
     assert f"= {2 * 3600 * 4 * 989e12:.2g} FLOPs" in own.stdout and f"= {6e17:.2g} FLOPs" in own.stdout
     bad = cli("training_flops", "--hours", 1, "--gpus", 1, "--gpu", "K80", "--precision", "tf32", "--model", "base")
     assert bad.returncode == 1 and bad.stderr.strip().startswith("error: no tf32 figure")
+
+
+def test_counts_not_above_zero_are_refused(cli, script):
+    """--hours -3 used to print negative FLOPs; every count and size must be a number > 0."""
+    bad = cli("training_flops", "--model", "base", "--hours", -3)
+    assert bad.returncode == 1 and bad.stderr.strip().splitlines() == ["error: --hours must be a number > 0, got -3"]
+    assert not bad.stdout
+    m = script("training_flops")
+    for name, value in [("gpus", 0), ("d_model", -512), ("steps", 0), ("tokens", float("nan")),
+                        ("tgt_len", float("inf")), ("params", -1e8)]:
+        with pytest.raises(ValueError, match=f"^{re.escape(f'--{name}'.replace('_', '-'))} must be a number > 0, "
+                                             f"got {re.escape(f'{value:g}')}$"):
+            m.estimate({**m.DEFAULTS, **m.PAPER_RUNS["base"], name: value})
