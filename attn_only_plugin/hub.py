@@ -11,6 +11,7 @@ applied to the input and removed from the output inside. Checkpoints load with t
 loader (see safe_load.py).
 """
 import re
+from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 from typing import List, Optional, Union
 
@@ -58,7 +59,7 @@ class Translator:
                   max_len_a: float = 1.0, max_len_b: int = 50, **kwargs):
         """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50."""
         single = isinstance(sentences, str)
-        batch = [sentences] if single else list(_not_bytes(sentences, "sentences"))
+        batch = [sentences] if single else _batch(sentences)
         for i, s in enumerate(batch):
             _check_sentence(_not_bytes(s, f"sentence {i}"), f"sentence {i}")
         try:
@@ -81,6 +82,8 @@ class Translator:
         </s> followed by the target, fairseq's convention)."""
         import torch
         _check_sentence(_not_bytes(sentence, "the sentence"), "the sentence")
+        if target is not None:
+            _check_sentence(_not_bytes(target, "the target"), "the target")
         target = self.translate(sentence) if target is None else target
         model, tgt_dict = self.hub.models[0], self.hub.task.target_dictionary
         src = self.hub.encode(sentence)  # (S,) ends with </s>
@@ -92,6 +95,21 @@ class Translator:
         out["source_tokens"] = [self.hub.src_dict[i] for i in src.tolist()]
         out["target_tokens"] = [tgt_dict[i] for i in tgt.tolist()]
         return out
+
+
+def _batch(sentences) -> list:
+    """The list of sentences to translate: any ordered collection of them, not a dict (whose keys
+    list() would give), a set (whose order is arbitrary) or a single non-string."""
+    _not_bytes(sentences, "sentences")
+    if isinstance(sentences, Mapping):
+        raise PluginError(f"sentences is a {type(sentences).__name__}, not a list: it would translate its keys; "
+                          "pass a list of strings, e.g. list(d.values())")
+    if isinstance(sentences, Set):
+        raise PluginError(f"sentences is a {type(sentences).__name__}, whose order is arbitrary: pass a list of "
+                          "strings, so that the translations come back in its order")
+    if not isinstance(sentences, Iterable):
+        raise PluginError(f"sentences is {type(sentences).__name__}, not str: pass a string or a list of strings")
+    return list(sentences)
 
 
 def _not_bytes(value, what: str):

@@ -245,6 +245,26 @@ def test_python_api_empty_bytes_and_not_unicode(setup):
     assert isinstance(mt.translate("1 2 3"), str)  # the control
 
 
+def test_python_api_batch_that_is_not_a_list_and_empty_target(setup):
+    """translate({"a": ...}) used to translate the dict's keys, translate(123) ended in a TypeError
+    traceback, attention(..., target="") was accepted."""
+    mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin")
+    for bad, message in [({"1 2": "x"}, "sentences is a dict, not a list: it would translate its keys; pass a list of "
+                                       "strings, e.g. list(d.values())"),
+                         ({"1 2", "3 4"}, "sentences is a set, whose order is arbitrary: pass a list of strings"),
+                         (123, "sentences is int, not str: pass a string or a list of strings"),
+                         (None, "sentences is NoneType, not str")]:
+        with pytest.raises(PluginError, match=f"^{re.escape(message)}"):
+            mt.translate(bad)
+    for target, message in [("", "the target is empty or whitespace only: remove it"),
+                            (" \t", "the target is empty or whitespace only"), (b"1", "the target is bytes, not str"),
+                            (12, "the target is int, not str")]:
+        with pytest.raises(PluginError, match=f"^{re.escape(message)}"):
+            mt.attention("1 2", target=target)
+    assert mt.translate(("1 2", "3 4")) == mt.translate(["1 2", "3 4"])  # the controls: any sequence of strings
+    assert mt.attention("1 2", target="2 1")["cross"].shape[-2:] == (3, 3)
+
+
 def test_prepare_scripts_refuse_non_utf8(tmp_path):
     data = tmp_path / "raw"
     data.mkdir()
