@@ -175,8 +175,8 @@ def resolve_inputs(inputs: List[Path], num_epoch: Optional[int], num_update: Opt
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Average the weights of fairseq checkpoints (section 6.1 "
-                                "of Vaswani et al. 2017).")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--inputs", nargs="+", type=Path, required=True, help="checkpoint files, or one folder")
     p.add_argument("--output", type=Path, required=True, help="where to write the averaged checkpoint")
     p.add_argument("--num-epoch-checkpoints", type=int, help="average the last N checkpointE.pt of the folder")

@@ -38,7 +38,8 @@ def compound_split_bleu(hyps, refs):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="Tokenized BLEU with compounds split (the paper's score).")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("hypotheses", type=Path, help="tokenized hypotheses, one sentence per line")
     p.add_argument("references", type=Path, help="tokenized references, the same number of lines")
     a = p.parse_args(argv)

@@ -1,5 +1,8 @@
 #!/usr/bin/env python
-"""Convert whole checkpoints between fairseq's built-in `transformer` and ours.
+"""Convert whole checkpoints between fairseq's built-in `transformer` and ours, for models both
+sides express (learned positions, ReLU, equal encoder and decoder sizes, d_k = d_v = d_model / h):
+`--to fairseq` gives a checkpoint fairseq loads without the plugin, `--to ours` one it loads with
+`--user-dir attn_only_plugin`.
 
     python scripts/convert_checkpoint.py --to ours    fairseq_checkpoint.pt ours.pt
     python scripts/convert_checkpoint.py --to fairseq ours.pt fairseq_checkpoint.pt
@@ -118,7 +121,8 @@ def convert(state: dict, to: str) -> dict:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--to", choices=["ours", "fairseq"], required=True)
     p.add_argument("input", type=Path)
     p.add_argument("output", type=Path)

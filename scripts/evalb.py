@@ -1,8 +1,11 @@
 #!/usr/bin/env python
-"""EVALB in Python for Section 6.3 of Vaswani et al. (2017): ``evalb.py GOLD TEST [-p PARAM]``.
+"""EVALB in Python for Section 6.3 of Vaswani et al. (2017): labelled bracketing recall,
+precision and F-measure of the TEST trees against the GOLD trees, with evalb.c's argument order,
+per-sentence table and summary, and COLLINS.prm's rules unless -p names a parameter file. GOLD
+and TEST hold one bracketed tree per line, in the same order.
 
-Same argument order, per-sentence table and summary as evalb.c; COLLINS.prm
-rules unless ``-p`` names a parameter file. One tree per line in each file.
+    python scripts/evalb.py work/wsj_parsing/text/test.gold work/wsj_parsing/test.pred
+
 Departure from evalb.c: files with different line counts, missing files and
 input evalb.c cannot read are a one-line ``error: ...`` and exit status 1
 (evalb.c prints a summary for differing line counts).
@@ -55,7 +58,9 @@ def run_evalb(gold, test, param=None, cutoff=None, max_error=None):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("gold")
     parser.add_argument("test")
     parser.add_argument("-p", dest="param", help="EVALB parameter file (default: COLLINS.prm)")

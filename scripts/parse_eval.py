@@ -99,7 +99,8 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("log", type=Path, help="fairseq-generate output")
     p.add_argument("--data", type=Path, required=True, help="prepare_ptb.py output folder")
     p.add_argument("--split", default="test")

@@ -2,9 +2,9 @@
 """Attention figures like Figures 3-5 of Vaswani et al. (2017) (appendix: encoder self-attention
 of layer 5 of 6), for any trained checkpoint.
 
-    python scripts/plot_attention.py --checkpoint-dir work/quickstart/checkpoints \
-        --checkpoint-file checkpoint_avg.pt --data work/quickstart/data-bin \
-        --spm-model work/quickstart/spm/spm.model --source "Click OK to close the dialog." \
+    python scripts/plot_attention.py --checkpoint-dir work/quickstart/checkpoints \\
+        --checkpoint-file checkpoint_avg.pt --data work/quickstart/data-bin \\
+        --spm-model work/quickstart/spm/spm.model --source "Click OK to close the dialog." \\
         --word close --heads 0,1 --out work/attention
 
 Writes, as PNG and SVG: (a) `lines_<word>`: Figure 3, lines from one word to the words it
@@ -139,7 +139,8 @@ def render(att: dict, out: Path, layer, word: str, heads):
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint-dir", required=True)
     p.add_argument("--checkpoint-file", default="checkpoint_last.pt")
     p.add_argument("--data", help="fairseq data-bin with the dictionaries (default: the checkpoint dir)")

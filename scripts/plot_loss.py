@@ -1,12 +1,12 @@
 #!/usr/bin/env python
-"""Plot training and validation loss from a fairseq-train log (--log-format json or simple).
+"""Plot training and validation loss from a fairseq-train log (--log-format json or simple): the
+`train_inner` lines (training loss per --log-interval updates) and the `valid` lines (validation
+loss after each epoch / --validate-interval-updates), both in bits per token as fairseq logs them,
+drawn into one PNG.
 
-    python scripts/plot_loss.py train.log loss.png
+    python scripts/plot_loss.py work/quickstart/train.log work/quickstart/loss.png
 
-Reads the `train_inner` lines (training loss per --log-interval updates) and the `valid`
-lines (validation loss after each epoch / --validate-interval-updates), both in bits per token
-as fairseq logs them, and writes a PNG. An output that is the log itself (however its path is
-written) is refused.
+An output that is the log itself (however its path is written) is refused.
 """
 import json
 import os
@@ -70,6 +70,10 @@ def _same_file(a, b) -> bool:
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if argv in (["-h"], ["--help"]):
+        description, example = __doc__.split("\n\n")[:2]
+        print(f"usage: plot_loss.py TRAIN_LOG OUT.png\n\n{description}\n\nexample:\n{example}")
+        return
     if len(argv) != 2:
         sys.exit("usage: plot_loss.py TRAIN_LOG OUT.png")
     if _same_file(argv[0], argv[1]):

@@ -1,8 +1,11 @@
 #!/usr/bin/env python
-"""Build an EN-DE (or EN-FR) parallel corpus from Debian's LibreOffice help (MPL-2.0).
+"""Build an EN-DE (or EN-FR) parallel corpus from Debian's LibreOffice help (MPL-2.0): the
+English and German (or French) help pages aligned paragraph by paragraph, cleaned, de-duplicated
+and split into train / valid / test by help file, optionally with the compact subset that the
+quickstart uses (examples/data/libreoffice_en_de).
 
     python scripts/prepare_libreoffice.py --lang de --workdir /tmp/lo --out work/libreoffice_en_de
-    python scripts/prepare_libreoffice.py --lang de --workdir /tmp/lo --out work/libreoffice_en_de \
+    python scripts/prepare_libreoffice.py --lang de --workdir /tmp/lo --out work/libreoffice_en_de \\
         --subset-out examples/data/libreoffice_en_de      # also the committed compact subset
 
 Fetches libreoffice-help-en-us and libreoffice-help-<lang> with `apt-get download` (or takes the
@@ -135,7 +138,8 @@ def _copy_licence(workdir: Path, versions, subset_out: Path) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lang", choices=["de", "fr"], default="de", help="target language (source is en)")
     p.add_argument("--workdir", type=Path, required=True, help="where .debs are downloaded and unpacked")
     p.add_argument("--debs-dir", type=Path, help="take the .deb files from here instead of apt-get")

@@ -3,7 +3,7 @@
 fairseq-ready source words and linearized target trees (Vinyals et al. 2015) per split.
 
     python scripts/prepare_ptb.py --treebank /data/treebank_3/parsed/mrg/wsj --out work/wsj      # 02-21/22/23
-    python scripts/prepare_ptb.py --treebank ../shared/data/ptb-sample --out work/wsj_sample \
+    python scripts/prepare_ptb.py --treebank ../shared/data/ptb-sample --out work/wsj_sample \\
         --split train=1-159 valid=160-169 test=170-179
 
 For each split: SPLIT.words (source), SPLIT.tree (target), SPLIT.gold (normalized gold trees,
@@ -47,7 +47,8 @@ def prepare(treebank: Path, out: Path, ranges) -> dict:
 
 def main(argv=None) -> None:
     from attn_only_plugin.parsing.data import STANDARD, parse_ranges
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--treebank", type=Path, required=True, help="folder with wsj_NNNN.mrg files (any depth)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--split", nargs="+", help="train=A-B valid=C-D test=E-F by WSJ file number "

@@ -40,7 +40,8 @@ def detok_bleu(hyps, refs, tokenize: str = "13a"):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="Detokenized sacreBLEU with its signature.")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("hypotheses", type=Path)
     p.add_argument("references", type=Path)
     from sacrebleu.metrics import BLEU

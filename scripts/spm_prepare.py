@@ -81,7 +81,8 @@ def prepare(data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_ty
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, required=True, help="folder with train/valid/test.{src,tgt}")
     p.add_argument("--src", default="en")
     p.add_argument("--tgt", default="de")

@@ -3,7 +3,7 @@
 
     python scripts/training_flops.py --model base          # Table 2: 3.3e18 (and the analytic count)
     python scripts/training_flops.py --model big           # Table 2: 2.3e19
-    python scripts/training_flops.py --hours 10 --gpus 4 --gpu H100 --precision bf16 \
+    python scripts/training_flops.py --hours 10 --gpus 4 --gpu H100 --precision bf16 \\
         --layers 6 --d-model 512 --d-ff 2048 --vocab 37000 --steps 100000 --tokens-per-step 25000
 
 (a) The paper's estimate (Table 2 footnote): "multiplying the training time, the number of GPUs
@@ -126,7 +126,8 @@ def report(v: dict) -> str:
 
 
 def parse_args(argv=None) -> dict:
-    p = argparse.ArgumentParser(description="Training FLOPs two ways (Table 2 of Vaswani et al. 2017).")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=sorted(PAPER_RUNS), help="the paper's run (section 5.2) as defaults")
     p.add_argument("--hours", type=float, help="training time")
     p.add_argument("--gpus", type=int, help="number of GPUs")
