@@ -1,5 +1,5 @@
 """Install attn_only_plugin. The fairseq stack itself is installed by scripts/install.sh
-(fairseq-fixed must be built with --no-deps; see README)."""
+(fairseq-fixed must be built with --no-deps; see docs/install.md)."""
 from glob import glob
 
 from setuptools import find_packages, setup

@@ -15,7 +15,7 @@
 # SequenceGenerator; only fairseq-train's batching and fairseq-score's BLEU need the extensions),
 # the pure-Python hydra, omegaconf and antlr4 packages from the same .venv, and bitarray's wheel for
 # PYTHON_VERSION from PyPI. Checked here by running the tiny benchmark with PYTHONPATH on this
-# bundle in a venv that has none of those packages (see README, "Speed").
+# bundle in a venv that has none of those packages (see docs/speed.md, "GPUs").
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY_VERSION="${1:-3.12}"
