@@ -36,6 +36,10 @@
    an update, so a run resumed from a checkpoint already at --max-update trains one more update and
    saves it: every rerun of a recipe (which resumes from checkpoint_last.pt) moved the model. Such a
    run now stops before training (fairseq-train and fairseq-hydra-train).
+7. A save dir is never overwritten by mistake: one training per --save-dir (a lock the OS releases
+   when the run ends, even by SIGKILL), an explicit --restore-file that is not a file is an error, and
+   a save dir holding checkpoints but no checkpoint_last.pt is refused instead of trained over from
+   update 1 (save_dir.py).
 """
 import atexit
 import functools
@@ -224,3 +228,6 @@ def install() -> None:
     train_cli = sys.modules.get("fairseq_cli.train")  # loaded only when fairseq-train is what runs
     if train_cli is not None:
         wrap_once(train_cli, "train", _stop_at_max_update)
+    from . import save_dir  # (7), in a module of its own
+    wrap_once(checkpoint_utils, "verify_checkpoint_directory", save_dir.locked_verify)
+    wrap_once(checkpoint_utils, "load_checkpoint", save_dir.checked_load_checkpoint)

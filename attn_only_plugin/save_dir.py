@@ -1,0 +1,168 @@
+"""Guards a fairseq-train --save-dir against being overwritten by mistake.
+
+Installed into fairseq by fairseq_fixes.install() (fairseq-train and fairseq-hydra-train):
+
+1. One training per save dir. The process that writes the checkpoints (the one fairseq has verify the
+   save dir: the master, distributed rank 0) takes an exclusive fcntl.flock on SAVE_DIR/.train.lock
+   and holds it until it exits; a second training into the same folder is refused in one line. The
+   operating system releases the lock when the process ends in any way, SIGKILL included, so a
+   killed run never blocks the next one (the lock *file* stays behind, empty or with the old pid;
+   it means nothing by itself). Processes forked from the holder (DataLoader workers) close their
+   copy of the descriptor, so that a worker outliving a killed trainer for a few seconds does not
+   keep the lock.
+2. What fairseq silently ignored before starting again from update 1 and overwriting the save dir:
+   - an explicit --restore-file that does not exist, or is a folder: one-line error (a relative
+     path is read from the current folder, as fairseq does; the error says so when the name exists
+     in --save-dir);
+   - a save dir holding checkpoints (any checkpoint*.pt: checkpoint_best.pt, checkpoint<epoch>.pt,
+     checkpoint_<epoch>_<update>.pt, ...) but no checkpoint_last.pt, with the default --restore-file:
+     refused, naming how to resume (--restore-file, or copying one to checkpoint_last.pt) and how to
+     start over (a new --save-dir).
+   Every other command keeps fairseq's meaning: checkpoint_last.pt resumes when it is there, an
+   existing --restore-file is loaded, --finetune-from-model and --continue-once start from their
+   model when checkpoint_last.pt is missing, the --reset-* flags apply to the checkpoint loaded, and
+   --no-save (nothing written) or an empty save dir starts from update 1 as before.
+"""
+import fcntl
+import functools
+import logging
+import os
+import re
+
+from .errors import PluginError
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = ".train.lock"
+DEFAULT_RESTORE = "checkpoint_last.pt"  # fairseq's default --restore-file, read from --save-dir
+CHECKPOINT_NAME = re.compile(r"^checkpoint.*\.pt$")
+
+_held = {}  # real path of a locked save dir -> the descriptor holding its lock
+
+
+def _local(path) -> bool:
+    from fairseq.file_io import PathManager
+    return not PathManager.path_requires_pathmanager(str(path))
+
+
+def _close_in_child(fd: int) -> None:
+    """Close a forked child's copy of the lock's descriptor (the parent's copy keeps the lock)."""
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _lock_holder(fd: int) -> str:
+    """' (pid N)' from the lock file's content, or '' when it names no process."""
+    try:
+        pid = os.pread(fd, 32, 0).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return f" (pid {pid})" if pid.isdigit() else ""
+
+
+def lock_save_dir(save_dir: str) -> None:
+    """Take the exclusive lock on SAVE_DIR/.train.lock for the rest of this process, creating the
+    folder if needed; raise a PluginError if another process holds it. A folder that cannot be
+    created or written is left to fairseq's own check, and a file system without locks is warned
+    about, not refused."""
+    if not _local(save_dir) or os.path.realpath(save_dir) in _held:
+        return
+    path = os.path.join(save_dir, LOCK_NAME)
+    try:
+        os.makedirs(save_dir, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(fd)
+        os.close(fd)
+        raise PluginError(f"another training{holder} is writing into {save_dir} (it holds the lock {path}): "
+                          f"wait for it to end, or give this run another --save-dir") from None
+    except OSError as e:
+        os.close(fd)
+        logger.warning(f"cannot lock {path} ({e}): a second training into {save_dir} would not be refused")
+        return
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    _held[os.path.realpath(save_dir)] = fd
+    os.register_at_fork(after_in_child=functools.partial(_close_in_child, fd))
+
+
+def locked_verify(verify):
+    """Wrap checkpoint_utils.verify_checkpoint_directory, which fairseq-train calls on the master
+    only, before anything else touches the save dir: lock the folder first (1)."""
+    @functools.wraps(verify)
+    def wrapper(save_dir: str) -> None:
+        lock_save_dir(save_dir)
+        return verify(save_dir)
+
+    return wrapper
+
+
+def check_restore_file(path: str, save_dir: str) -> None:
+    """Raise a PluginError unless PATH (local), given explicitly as --restore-file, is a file (2)."""
+    if os.path.isfile(path):
+        return
+    if os.path.isdir(path):
+        inside = os.path.join(path, DEFAULT_RESTORE)
+        example = f", e.g. --restore-file {inside}" if os.path.isfile(inside) else ""
+        raise PluginError(f"--restore-file {path} is a folder, not a checkpoint: name a checkpoint file{example}")
+    in_save_dir = os.path.join(save_dir, path)
+    hint = f"; did you mean --restore-file {in_save_dir}?" if not os.path.isabs(path) and os.path.isfile(in_save_dir) else ""
+    raise PluginError(f"--restore-file {path} does not exist: give an existing checkpoint (a relative path is read "
+                      f"from the current folder, not from --save-dir{hint})")
+
+
+def saved_checkpoints(save_dir: str) -> list:
+    """The checkpoint*.pt files in save_dir, newest first (by modification time, then name)."""
+    if not os.path.isdir(save_dir):
+        return []
+    found = [e for e in os.scandir(save_dir) if CHECKPOINT_NAME.match(e.name) and e.is_file()]
+    return [e.name for e in sorted(found, key=lambda e: (-e.stat().st_mtime, e.name))]
+
+
+def check_save_dir_without_last(save_dir: str, last: str) -> None:
+    """Raise a PluginError if save_dir holds checkpoints but not `last` (checkpoint_last.pt), which
+    fairseq would take as a first launch and overwrite them (2)."""
+    last_path = os.path.join(save_dir, last)
+    if os.path.isfile(last_path):
+        return
+    if os.path.exists(last_path):
+        raise PluginError(f"{last_path} is not a file: move it away, it is where fairseq-train resumes from")
+    found = saved_checkpoints(save_dir)
+    if not found:
+        return
+    names = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    newest = os.path.join(save_dir, found[0])
+    raise PluginError(f"{save_dir} holds checkpoints ({names}) but no {last}, so training would start again at "
+                      f"update 1 and overwrite them: to resume, pass --restore-file {newest} (the newest) or copy "
+                      f"it to {last_path}; to start over, give a new --save-dir")
+
+
+def check_restore(cfg, suffix: str) -> None:
+    """Check, before fairseq's load_checkpoint(cfg) reads it, what it would restore (2); cfg is the
+    CheckpointConfig and suffix the trainer's checkpoint suffix, as fairseq uses them."""
+    if cfg.finetune_from_model is not None:  # fairseq's own rules (and errors) for --finetune-from-model
+        return
+    if cfg.restore_file != DEFAULT_RESTORE:
+        path = cfg.restore_file.replace(".pt", suffix + ".pt") if suffix else cfg.restore_file
+        if _local(path):
+            check_restore_file(path, cfg.save_dir)
+        return
+    if cfg.no_save or getattr(cfg, "continue_once", None) is not None or not _local(cfg.save_dir):
+        return
+    check_save_dir_without_last(cfg.save_dir, f"checkpoint_last{suffix}.pt")
+
+
+def checked_load_checkpoint(load_checkpoint):
+    """Wrap checkpoint_utils.load_checkpoint (every rank, before anything is read or written) (2)."""
+    @functools.wraps(load_checkpoint)
+    def wrapper(cfg, trainer, **passthrough_args):
+        check_restore(cfg, trainer.checkpoint_suffix)
+        return load_checkpoint(cfg, trainer, **passthrough_args)
+
+    return wrapper

@@ -1,0 +1,153 @@
+"""Nothing saved is lost to a mistaken command (issue 23, lost-data items 1 and 2), with the real
+fairseq CLIs on the digit-reversal task and the d_model 32 model of toy_training.py:
+
+- a save dir holding checkpoints but no checkpoint_last.pt, or an explicit --restore-file that does not
+  exist or is a folder: refused in one line, every file of the save dir left byte-identical, and the
+  commands the errors name really resume (save_dir.py);
+- a second training into a save dir that one is writing to: refused in one line, checkpoints
+  untouched; once the first is killed with SIGKILL, the same command trains (the lock is gone).
+"""
+import os
+import signal
+import subprocess
+
+import pytest
+
+from test_bad_input import one_line_error, snapshot
+from test_end_to_end import reversal_data
+from test_resume import UPDATE_LOGGED
+from toy_training import BIN, ENV, ROOT, TIMEOUT, load, num_updates, train_args
+
+LOCK = ".train.lock"
+
+
+def fairseq(tool: str, *args):
+    """Run a fairseq CLI to its end (one OpenMP thread); returns the CompletedProcess, failed or not."""
+    return subprocess.run([str(BIN / tool), *map(str, args)], capture_output=True, text=True, cwd=ROOT, env=ENV,
+                          timeout=TIMEOUT)
+
+
+def train(data, save_dir, max_update, *extra):
+    """fairseq-train on the toy model, a checkpoint every 2 updates (checkpoint_1_2.pt, ...)."""
+    return fairseq("fairseq-train", *train_args(data, save_dir, max_update, 0.0, "--save-interval-updates", 2, *extra))
+
+
+def checkpoints(save_dir) -> dict:
+    """snapshot() of the save dir without the lock file (which a refused run may create)."""
+    return {name: digest for name, digest in snapshot(save_dir).items() if name != LOCK}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The digit-reversal data-bin: 2000 training sentences, valid and test 100."""
+    return reversal_data(tmp_path_factory, "save_dir", 2000) / "bin"
+
+
+@pytest.fixture(scope="module")
+def trained(data, tmp_path_factory):
+    """A save dir after 4 updates: checkpoint_1_2.pt, checkpoint_1_4.pt, checkpoint_best.pt, checkpoint_last.pt."""
+    save = tmp_path_factory.mktemp("trained") / "ckpt"
+    proc = train(data, save, 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {"checkpoint_1_2.pt", "checkpoint_1_4.pt", "checkpoint_best.pt", "checkpoint_last.pt"} <= set(os.listdir(save))
+    return save
+
+
+def copy_of(trained, tmp_path, without_last: bool = False):
+    """A copy of the trained save dir (optionally without checkpoint_last.pt), as a user's copy of a folder."""
+    save = tmp_path / "ckpt"
+    save.mkdir()
+    for name in os.listdir(trained):
+        if name.endswith(".pt") and not (without_last and name == "checkpoint_last.pt"):
+            (save / name).write_bytes((trained / name).read_bytes())
+    return save
+
+
+def test_save_dir_without_checkpoint_last_is_refused(data, trained, tmp_path):
+    """fairseq took this for a first launch, trained from update 1 and overwrote checkpoint_best.pt and
+    the interval checkpoints. The --reset-* flags, which act on a checkpoint being loaded, do not make
+    it start over; --no-save (nothing written) runs; an explicit --restore-file of one that is there
+    resumes from it, as in fairseq."""
+    save = copy_of(trained, tmp_path, without_last=True)
+    before = checkpoints(save)
+    for extra in [(), ("--reset-optimizer", "--reset-dataloader", "--reset-lr-scheduler", "--reset-meters")]:
+        one_line_error(train(data, save, 8, *extra), f"{save} holds checkpoints (", "but no checkpoint_last.pt",
+                       "overwrite them", "to resume, pass --restore-file", f"or copy it to {save / 'checkpoint_last.pt'}",
+                       "to start over, give a new --save-dir")
+        assert checkpoints(save) == before
+    (save / "checkpoint_last.pt").mkdir()  # fairseq: 'No existing checkpoint found', and trains from update 1
+    one_line_error(train(data, save, 8), f"{save / 'checkpoint_last.pt'} is not a file: move it away")
+    (save / "checkpoint_last.pt").rmdir()
+    unsaved = train(data, save, 2, "--no-save")
+    assert unsaved.returncode == 0 and checkpoints(save) == before, unsaved.stderr[-3000:]
+    resumed = train(data, save, 6, "--restore-file", save / "checkpoint_1_4.pt")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Loaded checkpoint {save / 'checkpoint_1_4.pt'} (epoch 1 @ 4 updates)" in resumed.stdout
+    assert num_updates(load(save / "checkpoint_last.pt")) == 6
+
+
+def test_finetune_from_model_still_starts_a_save_dir_without_checkpoint_last(data, trained, tmp_path):
+    """--finetune-from-model names the model to start from, as --continue-once does: fairseq's meaning
+    is kept in a save dir holding checkpoints but no checkpoint_last.pt."""
+    save = copy_of(trained, tmp_path, without_last=True)
+    tuned = train(data, save, 2, "--finetune-from-model", trained / "checkpoint_1_2.pt")
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    assert f"loading pretrained model from {trained / 'checkpoint_1_2.pt'}" in tuned.stdout
+    assert num_updates(load(save / "checkpoint_last.pt")) == 2
+
+
+def test_restore_file_that_is_not_a_file_is_refused(data, trained, tmp_path):
+    """fairseq logged 'No existing checkpoint found', trained from update 1 and overwrote the save dir,
+    checkpoint_last.pt included. A relative name is read from the current folder (fairseq's rule):
+    the error points at the file of that name in --save-dir."""
+    save = copy_of(trained, tmp_path)
+    before = checkpoints(save)
+    missing = tmp_path / "nope.pt"
+    one_line_error(train(data, save, 8, "--restore-file", missing), f"--restore-file {missing} does not exist",
+                   "give an existing checkpoint")
+    one_line_error(train(data, save, 8, "--restore-file", "checkpoint_1_2.pt"),
+                   "--restore-file checkpoint_1_2.pt does not exist", "not from --save-dir",
+                   f"did you mean --restore-file {save / 'checkpoint_1_2.pt'}?")
+    one_line_error(train(data, save, 8, "--restore-file", save), f"--restore-file {save} is a folder, not a checkpoint",
+                   f"e.g. --restore-file {save / 'checkpoint_last.pt'}")
+    assert checkpoints(save) == before
+
+
+def start_training(cmd):
+    """Start fairseq-train, return it once it has logged an update after its first checkpoint (update 2)."""
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=ROOT, env=ENV)
+    log = []
+    for line in proc.stdout:
+        log.append(line)
+        logged = UPDATE_LOGGED.search(line)
+        if logged and int(logged.group(1)) >= 3:
+            return proc
+    proc.wait(timeout=TIMEOUT)
+    raise AssertionError(f"fairseq-train ended ({proc.returncode}) before update 3:\n" + "".join(log[-30:]))
+
+
+def test_second_training_into_one_save_dir_is_refused_until_the_first_is_killed(data, tmp_path):
+    """Both runs wrote the same checkpoint_last.pt.tmp and one died mid-run. The first run is paused
+    (SIGSTOP) while the second tries, so that its checkpoints stand still; after a SIGKILL of the
+    first, whose DataLoader worker lives on for a few seconds, the same command resumes at once."""
+    save = tmp_path / "ckpt"
+    cmd = [BIN / "fairseq-train", *train_args(data, save, 100000, 0.0, "--save-interval-updates", 2)]
+    first = start_training(cmd)
+    try:
+        os.kill(first.pid, signal.SIGSTOP)
+        before = checkpoints(save)
+        assert "checkpoint_last.pt" in before
+        one_line_error(train(data, save, 4), f"another training (pid {first.pid}) is writing into {save}",
+                       f"it holds the lock {save / LOCK}", "give this run another --save-dir")
+        assert checkpoints(save) == before
+    finally:
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=TIMEOUT)
+        first.stdout.close()
+    assert first.returncode == -signal.SIGKILL
+    saved = num_updates(load(save / "checkpoint_last.pt"))
+    again = train(data, save, saved + 2)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"@ {saved} updates)" in again.stdout and num_updates(load(save / "checkpoint_last.pt")) == saved + 2
+
