@@ -40,6 +40,8 @@
    when the run ends, even by SIGKILL), an explicit --restore-file that is not a file is an error, and
    a save dir holding checkpoints but no checkpoint_last.pt is refused instead of trained over from
    update 1 (save_dir.py).
+8. fairseq-generate --results-path writes generate-<subset>.txt whole or not at all, and Ctrl-C ends
+   in one line (results_file.py).
 """
 import atexit
 import functools
@@ -228,6 +230,9 @@ def install() -> None:
     train_cli = sys.modules.get("fairseq_cli.train")  # loaded only when fairseq-train is what runs
     if train_cli is not None:
         wrap_once(train_cli, "train", _stop_at_max_update)
-    from . import save_dir  # (7), in a module of its own
+    from . import results_file, save_dir  # (7, 8), each in a module of its own
     wrap_once(checkpoint_utils, "verify_checkpoint_directory", save_dir.locked_verify)
     wrap_once(checkpoint_utils, "load_checkpoint", save_dir.checked_load_checkpoint)
+    generate_cli = sys.modules.get("fairseq_cli.generate")  # loaded only when fairseq-generate runs
+    if generate_cli is not None:
+        wrap_once(generate_cli, "main", results_file.whole_results)

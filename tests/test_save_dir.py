@@ -1,22 +1,25 @@
-"""Nothing saved is lost to a mistaken command (issue 23, lost-data items 1 and 2), with the real
+"""Nothing saved is lost to a mistaken command (issue 23, lost-data items 1, 2 and 6), with the real
 fairseq CLIs on the digit-reversal task and the d_model 32 model of toy_training.py:
 
 - a save dir holding checkpoints but no checkpoint_last.pt, or an explicit --restore-file that does not
   exist or is a folder: refused in one line, every file of the save dir left byte-identical, and the
   commands the errors name really resume (save_dir.py);
 - a second training into a save dir that one is writing to: refused in one line, checkpoints
-  untouched; once the first is killed with SIGKILL, the same command trains (the lock is gone).
+  untouched; once the first is killed with SIGKILL, the same command trains (the lock is gone);
+- Ctrl-C during fairseq-generate --results-path: one line `error: interrupted ...`, exit 1, no partial
+  generate-<subset>.txt, an earlier one left as it was (results_file.py).
 """
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
 from test_bad_input import one_line_error, snapshot
 from test_end_to_end import reversal_data
 from test_resume import UPDATE_LOGGED
-from toy_training import BIN, ENV, ROOT, TIMEOUT, load, num_updates, train_args
+from toy_training import BIN, ENV, PLUGIN, ROOT, TIMEOUT, load, num_updates, train_args
 
 LOCK = ".train.lock"
 
@@ -39,7 +42,7 @@ def checkpoints(save_dir) -> dict:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    """The digit-reversal data-bin: 2000 training sentences, valid and test 100."""
+    """2000 training sentences (so that generating all of them takes seconds), valid and test 100."""
     return reversal_data(tmp_path_factory, "save_dir", 2000) / "bin"
 
 
@@ -151,3 +154,42 @@ def test_second_training_into_one_save_dir_is_refused_until_the_first_is_killed(
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"@ {saved} updates)" in again.stdout and num_updates(load(save / "checkpoint_last.pt")) == saved + 2
 
+
+def generate_args(data, checkpoint, results, subset):
+    """fairseq-generate one sentence a batch (each a few milliseconds) into results/generate-SUBSET.txt."""
+    return [data, "--user-dir", PLUGIN, "--path", checkpoint, "--cpu", "--beam", 2, "--batch-size", 1,
+            "--max-len-a", 0, "--max-len-b", 5, "--gen-subset", subset, "--results-path", results]
+
+
+def test_generate_results_file_is_written_whole(data, trained, tmp_path):
+    """A run that finishes writes generate-test.txt with all 100 hypotheses and the score line, and
+    leaves no incomplete folder beside it."""
+    proc = fairseq("fairseq-generate", *generate_args(data, trained / "checkpoint_last.pt", tmp_path, "test"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert os.listdir(tmp_path) == ["generate-test.txt"]
+    lines = (tmp_path / "generate-test.txt").read_text().splitlines()
+    assert sum(line.startswith("H-") for line in lines) == 100
+    assert any(line.startswith("Generate test with beam=2: BLEU") for line in lines)
+
+
+def test_ctrl_c_during_generate_leaves_no_partial_results(data, trained, tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) once the first hypotheses are in
+    the file, long before the 2000 sentences are done: fairseq left them as generate-train.txt."""
+    earlier = tmp_path / "generate-train.txt"
+    earlier.write_text("the output of an earlier, complete run\n")
+    cmd = [BIN / "fairseq-generate", *generate_args(data, trained / "checkpoint_last.pt", tmp_path, "train")]
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=ENV, start_new_session=True)
+    deadline = time.monotonic() + TIMEOUT
+    while proc.poll() is None and not any("\nH-" in out.read_text() for out in tmp_path.rglob("generate-train.txt")):
+        assert time.monotonic() < deadline, "no hypothesis written"
+        time.sleep(0.05)
+    assert proc.poll() is None, f"fairseq-generate ended ({proc.returncode}) before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    result = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+    assert proc.returncode == 1, (proc.returncode, stderr[-3000:])
+    one_line_error(result, "error: interrupted: fairseq-generate stopped before the end of 'train'",
+                   f"{earlier} was not written (the earlier one is left as it was)", "run it again")
+    assert os.listdir(tmp_path) == ["generate-train.txt"]
+    assert earlier.read_text() == "the output of an earlier, complete run\n"
