@@ -41,7 +41,7 @@ PAPER = ["--criterion", "paper_label_smoothed_ce", "--label-smoothing", "0.1",  
          "--optimizer", "paper_adam",  # section 5.3: (0.9, 0.98, 1e-9) are its defaults
          "--lr-scheduler", "noam", "--lr-multiplier", "0.5"]  # section 5.3, peak 2.2e-3 at d_model 128
 VALID = re.compile(r"valid on 'valid' subset .*\| ppl ([0-9.]+) .*\| num_updates (\d+)")
-PROGRESS = re.compile(r"num_updates (\d+)")
+PROGRESS = re.compile(r"num_updates[= ](\d+)")  # train_inner: num_updates=N; epoch end: | num_updates N
 
 
 class CompareError(Exception):

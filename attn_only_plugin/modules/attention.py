@@ -48,7 +48,12 @@ class MultiHeadAttention(nn.Module):
     projections are one matrix each for Q, K and V; in self-attention they are fused into one
     (d_model -> h(2 d_k + d_v)) matmul, in encoder-decoder attention K and V are fused and computed
     once per sentence when decoding incrementally. Projections carry biases (the paper's equations
-    have none; tensor2tensor and fairseq use them, and the weight converter needs them).
+    have none; fairseq's transformer has them, and the weight converter needs them).
+
+    Initialisation (the paper does not give one; fairseq's transformer, with which ours learns
+    alike, docs/quality.md): each of W^Q, W^K, W^V, a (d_model, h d_k) block even where fused,
+    Xavier-uniform with gain 1/sqrt(2); their biases nn.Linear's default, uniform in
+    +-1/sqrt(d_model); W^O Xavier-uniform, its bias 0.
     """
 
     def __init__(self, d_model: int, h: int, d_k: int, d_v: int, dropout: float = 0.0,
@@ -62,8 +67,13 @@ class MultiHeadAttention(nn.Module):
             self.q = nn.Linear(d_model, h * d_k)  # W^Q
             self.kv = nn.Linear(d_model, h * (d_k + d_v))  # [W^K | W^V]
         self.out = nn.Linear(h * d_v, d_model)  # W^O
-        for p in self.parameters():  # the paper is silent on init; Xavier as tensor2tensor
-            nn.init.xavier_uniform_(p) if p.dim() > 1 else nn.init.zeros_(p)
+        blocks = ([(self.qkv, [h * d_k, h * d_k, h * d_v])] if self_attention
+                  else [(self.q, [h * d_k]), (self.kv, [h * d_k, h * d_v])])
+        for lin, sizes in blocks:  # each of W^Q, W^K, W^V on its own; biases as nn.Linear has them
+            for block in lin.weight.data.split(sizes, dim=0):  # (h d_k or h d_v, d_model)
+                nn.init.xavier_uniform_(block, gain=2 ** -0.5)
+        nn.init.xavier_uniform_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
 
     def _split_heads(self, x: Tensor, d: int) -> Tensor:
         B, T, _ = x.shape
