@@ -27,6 +27,7 @@ from test_end_to_end import PLUGIN, ROOT, TINY, reversal_data, run, train
 
 import attn_only_plugin
 from attn_only_plugin.errors import PluginError
+from attn_only_plugin.save_dir import LOCK_NAME
 
 ARCH = ["--arch", "transformer_base", *TINY, "--learned-pos", "--warmup-updates", 10]
 
@@ -41,11 +42,13 @@ def one_line_error(proc, *expected):
 
 
 def snapshot(folder: Path) -> dict:
-    """name -> sha256 of every file under folder (empty if it does not exist)."""
+    """name -> sha256 of every file under folder (empty if it does not exist), without the lock
+    file SAVE_DIR/.train.lock that every fairseq-train run creates or rewrites (save_dir.py): it
+    holds a pid, not anything saved."""
     if not folder.exists():
         return {}
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != LOCK_NAME}
 
 
 def load_script(name):
