@@ -8,6 +8,11 @@ say it (_FAIRSEQ_INPUT_ERRORS): "Size of sample #N is invalid ... skip this exam
 --skip-invalid-size-inputs-valid-test" (an input longer than the model's positions), a --path
 that does not exist, a split that fairseq-preprocess did not write, a checkpoint resumed with
 another --optimizer than it was trained with.
+Any other exception that ends the run is one line too: those whose message names the cause (no
+GPU for --fp16, a sentence longer than --max-tokens, a path the system refused) with what to do
+(explain.py); anything else as `error: <Type>: <message>` and "unexpected: rerun with
+ATTN_ONLY_TRACEBACK=1 for the traceback and report it". Ctrl-C and interactive Python sessions keep
+Python's own handling.
 Set ATTN_ONLY_TRACEBACK=1 to see the full traceback.
 """
 import os
@@ -59,19 +64,47 @@ def _find_plugin_error(exc):
     return (found, _fix_for(found)) if found is not None else (None, "")
 
 
-def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
+UNEXPECTED = "unexpected: rerun with ATTN_ONLY_TRACEBACK=1 for the traceback and report it"
+
+
+def one_line(exc) -> str:
+    """The line shown for exc (without `error: `): a PluginError's or known fairseq error's message
+    with its fix, else explain.py's reading of the exception, else its type and first line marked
+    unexpected."""
     err, fix = _find_plugin_error(exc)
-    if err is None or os.environ.get("ATTN_ONLY_TRACEBACK"):
+    if err is not None:
+        return f"{err}" + (f": {fix}" if fix else "")
+    from .explain import explain
+    explained = explain(exc)
+    if explained:
+        return explained
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return f"{type(exc).__name__}" + (f": {first}" if first else "") + f"; {UNEXPECTED}"
+
+
+def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
+    interactive = hasattr(sys, "ps1") or sys.flags.interactive
+    if (os.environ.get("ATTN_ONLY_TRACEBACK") or interactive or not isinstance(exc, Exception)):
+        return _previous(exc_type, exc, tb)
+    try:
+        line = one_line(exc)
+    except Exception:  # never hide the error behind a failure to describe it
         return _previous(exc_type, exc, tb)
     try:
         sys.stdout.flush()  # what was printed before the error (log lines, earlier translations)
     except (OSError, ValueError):
         pass
-    print(f"error: {err}" + (f": {fix}" if fix else ""), file=sys.stderr)
+    print(f"error: {line}", file=sys.stderr)
     sys.stderr.flush()
     os._exit(1)
 
 
 def install_excepthook():
+    """Show errors that end a run as one line (sys.excepthook). In fairseq-hydra-train, hydra catches
+    every exception of the run and prints it with a traceback (run_and_report) unless
+    HYDRA_FULL_ERROR=1, which makes it re-raise: we set that (when the user has not set it) so that
+    the exception reaches this hook too. Idempotent."""
     if getattr(sys.excepthook, "__name__", "") != "_excepthook":
         sys.excepthook = _excepthook
+    if "fairseq_cli.hydra_train" in sys.modules:
+        os.environ.setdefault("HYDRA_FULL_ERROR", "1")

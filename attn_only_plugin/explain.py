@@ -1,0 +1,72 @@
+"""Reads an exception whose message already names its cause into one line with what to do.
+
+errors.py's hook asks explain(exc) for every exception that ends a run and is not a PluginError:
+the answer is the line to print (without `error: `), or None when the exception is not one of
+these and is shown as unexpected. Only causes the exception itself identifies are here; bad input
+that fairseq reports without naming the file or flag is checked where it is read (data_checks.py,
+input_checks.py, save_dir.py).
+"""
+import errno
+import re
+
+from .errors import find_in_chain
+
+NO_GPU = ("this machine has no usable CUDA GPU: drop --fp16/--bf16/--amp and pass --cpu to fairseq's "
+          "commands, or device='cpu' to attn_only_plugin.load")
+
+# (pattern of the message, what to say: may use the pattern's groups)
+_MESSAGES = [
+    (r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
+     r"|CUDA driver initialization failed", lambda m: NO_GPU),
+    (r"Sentences lengths should not exceed max_tokens=(\d+)",
+     lambda m: f"a sentence is longer than --max-tokens {m[1]} tokens: raise --max-tokens to at least the longest "
+               "sentence (in tokens, </s> included), or leave such sentences out with "
+               "--skip-invalid-size-inputs-valid-test"),
+    (r"The dataset is empty\. This could indicate that all elements in the dataset have been skipped",
+     lambda m: "no batch left to train on: every training sentence was skipped as longer than --max-tokens or the "
+               "model's --max-source-positions/--max-target-positions; raise --max-tokens (and the positions) above "
+               "the longest sentence"),
+]
+
+# errno -> what to do about a path the system refused
+OS_FIXES = {
+    errno.ENOSPC: "the disk is full: free space or write elsewhere",
+    errno.EDQUOT: "the disk quota is used up: free space or write elsewhere",
+    errno.EROFS: "the file system is read-only: write elsewhere",
+    errno.EACCES: "no permission: write elsewhere or change the folder's permissions",
+    errno.EPERM: "no permission: write elsewhere or change the folder's permissions",
+    errno.ENOTDIR: "a part of that path is a file, not a folder: choose another path",
+    errno.EEXIST: "a file is in the way of that folder: choose another path",
+    errno.EISDIR: "that is a folder, not a file: name a file",
+    errno.ENOENT: "no such file or folder: check the path",
+}
+
+
+def _os_error(exc):
+    """'<path>: <strerror>: <fix>' for an OSError that names its path and an errno we know."""
+    fix = OS_FIXES.get(exc.errno)
+    if fix is None or not exc.filename:
+        return None
+    return f"{exc.filename}: {exc.strerror}: {fix}"
+
+
+def _config_error(exc):
+    """omegaconf's error for a config key that is not a field (a misspelt key in a hydra YAML
+    config or override), as one line."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return (f"config: {first}: check the key's spelling in the YAML config (--config-dir/--config-name) or "
+            "the command-line override")
+
+
+def explain(exc):
+    """One line for exc (or an exception in its chain), or None."""
+    found = find_in_chain(exc, lambda e: type(e).__name__ == "ConfigKeyError"
+                          and type(e).__module__.startswith("omegaconf"))
+    if found is not None:
+        return _config_error(found)
+    for pattern, say in _MESSAGES:
+        found = find_in_chain(exc, lambda e: re.search(pattern, str(e)) is not None)
+        if found is not None:
+            return say(re.search(pattern, str(found)))
+    found = find_in_chain(exc, lambda e: isinstance(e, OSError) and _os_error(e) is not None)
+    return _os_error(found) if found is not None else None
