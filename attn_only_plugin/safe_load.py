@@ -8,7 +8,9 @@ and best-loss values), and the enums of fairseq's config. Everything else stays 
 
 A refused checkpoint is reported as one line naming the file and the global it holds
 (`refused_error`), a file torch cannot read at all (truncated, corrupt, not a checkpoint) as one
-line naming the file (`unreadable_error`); fairseq's checkpoint_utils.load_checkpoint_to_cpu,
+line naming the file (`unreadable_error`), a file torch reads but that holds no fairseq checkpoint
+(a bare tensor, a list, a dict without 'model') as one line saying what it holds (`structure_error`);
+fairseq's checkpoint_utils.load_checkpoint_to_cpu,
 which generate, interactive, validate, train's resume and the hub all call, is wrapped to raise
 those PluginErrors, and to refuse a checkpoint whose weights hold NaN or inf (`non_finite`), naming
 the file and the tensor: training from it stops at the first update whatever the learning rate,
@@ -107,9 +109,35 @@ def load_checkpoint(path) -> dict:
         raise
     except Exception as e:  # truncated, not a checkpoint, or a pickle the safe loader refuses
         raise (refused_error(path, e) or unreadable_error(path, e)) from None
-    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
-        raise PluginError(f"{path} is not a fairseq checkpoint (no 'model' entry)")
+    err = structure_error(path, state)
+    if err is not None:
+        raise err
     return state
+
+
+def structure_error(path, state):
+    """The PluginError for a file that torch reads but that is not a fairseq checkpoint (a dict
+    with a 'model' state dict), or None when it is one."""
+    from .errors import PluginError
+    if isinstance(state, dict) and isinstance(state.get("model"), dict):
+        return None
+    if isinstance(state, dict):
+        keys = ", ".join(map(repr, list(state)[:5])) or "none"
+        what = f"a dict without a 'model' state dict (its keys: {keys})"
+    else:
+        kind = type(state)
+        what = "a " + (kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}")
+    return PluginError(f"{path} is not a fairseq checkpoint ({what}): give a checkpoint that fairseq-train wrote "
+                       "(checkpoint_best.pt, checkpoint_last.pt, checkpoint_E_U.pt in its --save-dir)")
+
+
+def _not_a_checkpoint(path):
+    """structure_error() of local file `path` read again after fairseq failed on it, or None."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:
+        return None
+    return structure_error(path, state)
 
 
 def non_finite(tensors: dict):
@@ -150,6 +178,8 @@ def _refusing_loader(original):
             err = refused_error(path, e)
             if err is None and _raised_in_torch_load(e):
                 err = unreadable_error(path, e)
+            if err is None and os.path.isfile(str(path)):  # read, but fairseq found no checkpoint in it
+                err = _not_a_checkpoint(path)
             if err is None:
                 raise
             raise err from None
