@@ -4,9 +4,11 @@ Installed into fairseq when the plugin is imported (any fairseq CLI given --user
 1. the data directory of the translation tasks (fairseq-train/-generate/-interactive/-validate,
    attn_only_plugin.load): missing, empty (no dict.*.txt), a --source-lang/--target-lang without
    its dictionary, or a language pair fairseq cannot infer;
-2. fairseq-interactive's input: a line that is not UTF-8, or is empty or whitespace only
-   (fairseq would decode a hypothesis from nothing but </s>);
-3. a sentencepiece model (--bpe sentencepiece) that is missing or does not match the dictionary;
+2. fairseq-interactive's input: a line that is not UTF-8, is empty or whitespace only (fairseq
+   would decode a hypothesis from nothing but </s>), or holds an invisible character such as a
+   byte order mark or a zero-width space (hidden_chars.py);
+3. a sentencepiece model (--bpe sentencepiece) that is missing, is not a sentencepiece model, or
+   does not match the dictionary;
 4. training that stops on NaN/inf gradients (fairseq's FloatingPointError, after it has written
    crash.pt and run its NanDetector): the error names the update, and the first weight that is no
    longer finite when there is one (a checkpoint that is not finite is refused when it is loaded:
@@ -19,6 +21,7 @@ import os
 
 from .errors import PluginError, find_in_chain
 from .fairseq_fixes import wrap_once
+from .hidden_chars import REMOVE, find_hidden
 from .safe_load import non_finite
 
 # a sentencepiece model fits a dictionary when at least this share of its (non-special) entries
@@ -80,6 +83,11 @@ def read_input_lines(input, buffer_size):
             if not line:
                 raise PluginError(f"input line {n} is empty or whitespace only: remove empty lines before "
                                   "translating, e.g. grep -v '^[[:space:]]*$'")
+            hidden = find_hidden(line)
+            if hidden:
+                raise PluginError(f"input line {n} holds an invisible character, {hidden[1]} at column {hidden[0]}, "
+                                  f"which would be translated as part of a word: remove it first, e.g. "
+                                  f"{REMOVE.replace(' -i', '').replace('FILE', '')}< input")
             buffer.append(line)
             if len(buffer) >= buffer_size:
                 yield buffer
@@ -103,7 +111,11 @@ def _checked_spm_init(original):
         if path is None or path == "???" or ("://" not in str(path) and not os.path.isfile(path)):
             raise PluginError(f"no sentencepiece model at {path}: give --sentencepiece-model the spm.model "
                               "that prepared the data (spm_prepare.py --out)")
-        original(self, cfg)
+        try:
+            original(self, cfg)
+        except (RuntimeError, OSError) as e:  # sentencepiece: "could not parse ModelProto from ..."
+            raise PluginError(f"{path} is not a sentencepiece model ({str(e).strip()[:80]}): give "
+                              "--sentencepiece-model the spm.model that prepared the data (spm_prepare.py --out)") from e
     return __init__
 
 

@@ -7,7 +7,8 @@
 DIR holds train/valid/test.{src,tgt} plain text. OUT receives spm.model / spm.vocab (one model
 trained on the union of both training sides) and the six files encoded as space-separated
 pieces, ready for `fairseq-preprocess --joined-dictionary`. Files are written atomically; text
-that is not UTF-8 is refused (one `error:` line naming the file and line) before anything is written.
+that is not UTF-8 or holds invisible characters (a byte order mark, zero-width spaces) is refused
+(one `error:` line naming the file and line) before anything is written.
 """
 import argparse
 import os
@@ -42,16 +43,33 @@ def encode_file(model, src: Path, dst: Path) -> int:
     return n
 
 
-def first_non_utf8(path: Path):
-    """(line number, byte offset in the line, the byte) of the first byte of `path` that is not
-    UTF-8, or None. Checked before training: encode_file would otherwise fail with a traceback
-    after the (long) sentencepiece training."""
+def _hidden_chars():
+    """attn_only_plugin/hidden_chars.py loaded alone (importing the package would import fairseq)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "hidden_chars", Path(__file__).resolve().parents[1] / "attn_only_plugin" / "hidden_chars.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def first_bad_text(path: Path):
+    """What is wrong with the first line of `path` that is not UTF-8 or holds a character editors do
+    not show (a byte order mark, a zero-width space: it would become part of a piece), with what
+    to do; None when every line is clean. Checked before training: encode_file would otherwise
+    fail with a traceback after the (long) sentencepiece training."""
+    hidden = _hidden_chars()
     with open(path, "rb") as f:
         for n, line in enumerate(f, 1):
             try:
-                line.decode("utf-8")
+                text = line.decode("utf-8")
             except UnicodeDecodeError as e:
-                return n, e.start, line[e.start]
+                return (f"{path} line {n} is not UTF-8 text (byte 0x{line[e.start]:02x} at byte {e.start}): convert "
+                        "the corpus to UTF-8 first, e.g. iconv -f latin1 -t utf-8")
+            found = hidden.find_hidden(text)
+            if found:
+                return (f"{path} line {n} holds an invisible character, {found[1]} at column {found[0]}, which would "
+                        f"become part of a piece: remove it first, e.g. {hidden.REMOVE.replace('FILE', str(path))}")
     return None
 
 
@@ -63,10 +81,9 @@ def prepare(data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_ty
     if missing:
         fail(f"missing corpus file {missing[0]}: --data must hold train/valid/test.{src} and .{tgt}")
     for path in files.values():
-        bad = first_non_utf8(path)
+        bad = first_bad_text(path)
         if bad:
-            fail(f"{path} line {bad[0]} is not UTF-8 text (byte 0x{bad[2]:02x} at byte {bad[1]}): convert the corpus "
-                 "to UTF-8 first, e.g. iconv -f latin1 -t utf-8")
+            fail(bad)
     out.mkdir(parents=True, exist_ok=True)
     print(f"[spm] training a joint {model_type} model, vocabulary {vocab_size}", file=sys.stderr)
     with tempfile.TemporaryDirectory(dir=out) as tmp:
