@@ -33,6 +33,11 @@ def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_la
                           "(the folder with dict.*.txt)")
     if spm_model is not None and not Path(spm_model).is_file():
         raise PluginError(f"no sentencepiece model at {spm_model}: give the spm.model used to prepare the data")
+    if str(device).startswith("cuda"):
+        import torch
+        if not torch.cuda.is_available():
+            from .explain import NO_GPU
+            raise PluginError(f"device={device!r}: {NO_GPU}")
     kwargs = dict(overrides)
     if spm_model is not None:
         kwargs.update(bpe="sentencepiece", sentencepiece_model=str(spm_model))

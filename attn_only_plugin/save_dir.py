@@ -9,7 +9,8 @@ Installed into fairseq by fairseq_fixes.install() (fairseq-train and fairseq-hyd
    killed run never blocks the next one (the lock *file* stays behind, empty or with the old pid;
    it means nothing by itself). Processes forked from the holder (DataLoader workers) close their
    copy of the descriptor, so that a worker outliving a killed trainer for a few seconds does not
-   keep the lock.
+   keep the lock. A save dir that cannot be created or written (its parent a file, read-only, full)
+   is one line naming --save-dir, where fairseq re-raised the bare OSError.
 2. What fairseq silently ignored before starting again from update 1 and overwriting the save dir:
    - an explicit --restore-file that does not exist, or is a folder: one-line error (a relative
      path is read from the current folder, as fairseq does; the error says so when the name exists
@@ -98,7 +99,14 @@ def locked_verify(verify):
     @functools.wraps(verify)
     def wrapper(save_dir: str) -> None:
         lock_save_dir(save_dir)
-        return verify(save_dir)
+        try:
+            return verify(save_dir)
+        except OSError as e:  # fairseq logs a warning and re-raises the bare OSError
+            from .explain import OS_FIXES
+            reason = e.strerror or str(e)
+            fix = OS_FIXES.get(e.errno, "")
+            raise PluginError(f"--save-dir {save_dir} cannot be written ({reason}" + (f": {fix}" if fix else "")
+                              + "): give --save-dir a folder this user can create and write") from e
 
     return wrapper
 

@@ -74,6 +74,9 @@ def validate(cfg: TransformerConfig) -> None:
     for name in ("dropout", "attention_dropout", "relu_dropout"):
         if not 0.0 <= getattr(cfg, name) < 1.0:
             raise PluginError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(cfg, name)}")
+    if not -1 <= cfg.alignment_layer < cfg.decoder_layers:
+        raise PluginError(f"--alignment-layer must be a decoder layer, 0 to {cfg.decoder_layers - 1}, or -1 for the "
+                          f"last, got {cfg.alignment_layer}")
 
 
 def build_embedding(dictionary, d_model: int) -> nn.Embedding:
