@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 from .errors import PluginError
+from .hidden_chars import find_hidden
 
 
 def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_last.pt",
@@ -124,7 +125,8 @@ def _not_bytes(value, what: str):
 
 
 def _check_sentence(s, what: str) -> None:
-    """Refuse what the model cannot translate: non-strings, empty lines, text that is not Unicode."""
+    """Refuse what the model cannot translate: non-strings, empty lines, text that is not Unicode,
+    invisible characters (hidden_chars.py)."""
     if not isinstance(s, str):
         raise PluginError(f"{what} is {type(s).__name__}, not str: pass a string or a list of strings")
     if not s.strip():
@@ -134,3 +136,7 @@ def _check_sentence(s, what: str) -> None:
     except UnicodeEncodeError as e:  # lone surrogates, e.g. bytes decoded with errors="surrogateescape"
         raise PluginError(f"{what} is not valid Unicode text ({e.reason} at character {e.start}): read the input "
                           "as UTF-8 (encoding='utf-8', errors='strict'), converting other encodings first") from None
+    hidden = find_hidden(s)
+    if hidden:
+        raise PluginError(f"{what} holds an invisible character, {hidden[1]} at column {hidden[0]}, which would be "
+                          "translated as part of a word: remove it first")
