@@ -58,8 +58,20 @@ def _config_error(exc):
             "the command-line override")
 
 
+def _raised_in(exc, function: str) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == function:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def explain(exc):
     """One line for exc (or an exception in its chain), or None."""
+    if isinstance(exc, KeyError) and exc.args == (None,) and _raised_in(exc, "parse_args_and_arch"):
+        return ("no --task given (fairseq-validate has no default task): add --task translation, or the task the "
+                "model was trained with")
     found = find_in_chain(exc, lambda e: type(e).__name__ == "ConfigKeyError"
                           and type(e).__module__.startswith("omegaconf"))
     if found is not None:

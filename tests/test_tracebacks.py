@@ -67,11 +67,18 @@ def test_malformed_or_duplicate_dictionary_line(setup, checkpoint, tmp_path):
 # .bin/.idx ---------------------------------------------------------------------------------------
 
 def test_empty_bin_names_the_file(setup, checkpoint, tmp_path):
-    """fairseq's error was an AttributeError about _bin_buffer_mmap naming no file."""
+    """fairseq's error was an AttributeError about _bin_buffer_mmap naming no file; fairseq-validate
+    too, which without --task failed on a KeyError: None."""
     bad = data_copy(setup, tmp_path)
     (bad / "test.src-tgt.src.bin").write_bytes(b"")
-    one_line_error(generate(setup, checkpoint, data=bad), f"{bad / 'test.src-tgt.src.bin'} holds 0 bytes but "
-                   f"{bad / 'test.src-tgt.src.idx'} describes 100 sentences", REBUILD)
+    expected = (f"{bad / 'test.src-tgt.src.bin'} holds 0 bytes but {bad / 'test.src-tgt.src.idx'} describes 100 "
+                "sentences", REBUILD)
+    one_line_error(generate(setup, checkpoint, data=bad), *expected)
+    validate = ("fairseq-validate", bad, "--user-dir", PLUGIN, "--path", checkpoint, "--cpu", "--max-tokens", 2000,
+                "--valid-subset", "test")
+    one_line_error(run(*validate, "--task", "translation", ok=False), *expected)
+    one_line_error(run(*validate, ok=False), "no --task given (fairseq-validate has no default task): add --task "
+                                             "translation")
 
 
 @pytest.mark.parametrize("damage, expected", [
