@@ -1,25 +1,24 @@
-"""Finds characters that text editors do not show but that change tokens: a UTF-8 byte order
-mark, zero-width spaces and joiners, soft hyphens, bidirectional marks.
+"""Finds characters that text editors do not show and that carry no meaning in text: a UTF-8 byte
+order mark, the zero-width space, the word joiner and the soft hyphen.
 
 A sentence holding one looks right on screen and is segmented into pieces that no training
-sentence had. Used by fairseq-interactive's input check (input_checks.py) and
-scripts/spm_prepare.py; imports nothing, so a script can load this file alone.
+sentence had. The zero-width non-joiner and joiner (U+200C, U+200D) and the direction marks
+(U+200E, U+200F) are invisible too but are left alone: Persian, Indic scripts, emoji sequences
+and bidirectional text need them. Used by fairseq-interactive's input check (input_checks.py),
+the Python API (hub.py) and scripts/spm_prepare.py; imports nothing, so a script can load this
+file alone.
 """
 import unicodedata
 
 HIDDEN = {
     "\ufeff": "BYTE ORDER MARK",
     "\u200b": "ZERO WIDTH SPACE",
-    "\u200c": "ZERO WIDTH NON-JOINER",
-    "\u200d": "ZERO WIDTH JOINER",
     "\u2060": "WORD JOINER",
     "\u00ad": "SOFT HYPHEN",
-    "\u200e": "LEFT-TO-RIGHT MARK",
-    "\u200f": "RIGHT-TO-LEFT MARK",
 }
 
 # a shell command that deletes all of them (GNU sed, UTF-8 bytes)
-REMOVE = r"LC_ALL=C sed -i 's/\xef\xbb\xbf\|\xe2\x80[\x8b-\x8f]\|\xe2\x81\xa0\|\xc2\xad//g' FILE"
+REMOVE = r"LC_ALL=C sed -i 's/\xef\xbb\xbf\|\xe2\x80\x8b\|\xe2\x81\xa0\|\xc2\xad//g' FILE"
 
 
 def find_hidden(text: str):
