@@ -22,6 +22,8 @@ def read_lines(path: Path):
     except UnicodeDecodeError as e:
         raise SystemExit(f"error: {path} is not UTF-8 text ({e.reason} at byte {e.start}): convert it to UTF-8 first, "
                          "e.g. iconv -f latin1 -t utf-8") from None
+    except OSError as e:  # a folder, no permission, ...: one line, not a traceback
+        raise SystemExit(f"error: cannot read {path}: {e.strerror or e}: give a readable text file") from None
 
 
 def check_aligned(hyps, refs):

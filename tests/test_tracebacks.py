@@ -244,3 +244,12 @@ def test_hidden_characters_in_spm_prepare_corpus(tmp_path):
     one_line_error(proc, f"{tmp_path / 'valid.tgt'} line 2 holds an invisible character, U+00AD SOFT HYPHEN at "
                    "column 4", "remove it first")
     assert not (tmp_path / "out").exists()
+
+
+def test_scoring_a_folder_is_one_line(tmp_path):
+    """sacrebleu_detok.py (and bleu_compound_split.py, which reads through it) given a folder as a
+    file: one line instead of an IsADirectoryError traceback."""
+    (tmp_path / "hyp").write_text("a b\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sacrebleu_detok.py"), str(tmp_path / "hyp"),
+                           str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    one_line_error(proc, f"cannot read {tmp_path}: Is a directory: give a readable text file")
