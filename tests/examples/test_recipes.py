@@ -88,3 +88,20 @@ def test_average_picks_the_last_n(tmp_path, written, last_is_newest, expected):
     script = f'source "{ROOT}/examples/pipeline.sh"; PY=echo; average "{tmp_path}" 5'
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.split()
     assert [Path(p).stem for p in out[out.index("--inputs") + 1:out.index("--output")]] == expected
+
+
+def test_quality_recipe_on_a_tiny_slice(tmp_path):
+    """examples/quality.sh from a corpus folder to the table: pooled, split, segmented, trained."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split, n in {"train": 300, "valid": 20, "test": 20}.items():
+        for lang in ("en", "de"):
+            lines = (EXAMPLES / "data" / "libreoffice_en_de" / f"{split}.{lang}").read_text().splitlines()[:n]
+            (corpus / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
+    work = tmp_path / "work"
+    proc = bash("quality.sh", dict(CORPUS=str(corpus), WORK=str(work), UPDATES="2", SEEDS="1", VOCAB="300",
+                                   TEST="10", VALID="10"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [len((work / "raw" / f"{s}.en").read_text().splitlines()) for s in ("test", "valid", "train")] == [10, 10, 320]
+    assert "| alike/ours |" in (work / "quality.txt").read_text()
+    assert (work / "runs" / "alike-builtin-seed1" / "result.json").exists()
