@@ -67,10 +67,28 @@ def _find_plugin_error(exc):
 UNEXPECTED = "unexpected: rerun with ATTN_ONLY_TRACEBACK=1 for the traceback and report it"
 
 
+def _child_line(exc) -> str:
+    """The line for torch.multiprocessing's ProcessRaisedException (a process that fairseq's
+    distributed training spawned failed): its message is the child's traceback as text, whose last
+    line is `module.Type: message`; the child's exception is read from that line."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    name, _, message = (lines[-1] if lines else "").partition(": ")
+    name = name.rsplit(".", 1)[-1]
+    if name == "PluginError" or _fix_for(Exception(message)) is not None:
+        fix = _fix_for(Exception(message))
+        return message + (f": {fix}" if fix else "")
+    from .explain import explain
+    explained = explain(RuntimeError(message))
+    where = f"process {getattr(exc, 'error_index', '?')} of the distributed run"
+    return f"{where}: {explained}" if explained else f"{where} failed with {name}: {message[:300]}; {UNEXPECTED}"
+
+
 def one_line(exc) -> str:
     """The line shown for exc (without `error: `): a PluginError's or known fairseq error's message
     with its fix, else explain.py's reading of the exception, else its type and first line marked
-    unexpected."""
+    unexpected. A spawned process's failure is read from the traceback text it carries."""
+    if type(exc).__name__ == "ProcessRaisedException":
+        return _child_line(exc)
     err, fix = _find_plugin_error(exc)
     if err is not None:
         return f"{err}" + (f": {fix}" if fix else "")

@@ -22,6 +22,10 @@ _MESSAGES = [
      lambda m: f"a sentence is longer than --max-tokens {m[1]} tokens: raise --max-tokens to at least the longest "
                "sentence (in tokens, </s> included), or leave such sentences out with "
                "--skip-invalid-size-inputs-valid-test"),
+    (r"world size is (\d+) but have (\d+) available devices",
+     lambda m: f"--distributed-world-size {m[1]} asks fairseq to start {m[1]} processes, one per GPU, and this machine "
+               f"has {m[2]}: on CPUs launch one process per rank with torchrun (docs/reliability.md, Distributed "
+               "training), or lower --distributed-world-size"),
     (r"The dataset is empty\. This could indicate that all elements in the dataset have been skipped",
      lambda m: "no batch left to train on: every training sentence was skipped as longer than --max-tokens or the "
                "model's --max-source-positions/--max-target-positions; raise --max-tokens (and the positions) above "

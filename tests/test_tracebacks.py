@@ -162,11 +162,29 @@ def test_training_flags(setup, tmp_path):
                    "no batch left to train on", "raise --max-tokens")
     if not torch.cuda.is_available():
         one_line_error(train(setup / "bin", tmp_path / "d", *ARCH, "--fp16", ok=False), NO_GPU)
+        one_line_error(train(setup / "bin", tmp_path / "e", *ARCH, "--distributed-world-size", 2, ok=False),
+                       "--distributed-world-size 2 asks fairseq to start 2 processes, one per GPU, and this machine "
+                       "has 0: on CPUs launch one process per rank with torchrun")
     (tmp_path / "file").write_text("x")
     one_line_error(train(setup / "bin", tmp_path / "file" / "save", *ARCH, ok=False),
                    f"--save-dir {tmp_path / 'file' / 'save'} cannot be written (Not a directory",
                    "give --save-dir a folder this user can create and write")
     assert snapshot(tmp_path) == {"file": snapshot(tmp_path)["file"]}  # no run wrote anything
+
+
+def test_failure_of_a_spawned_process_is_read_from_its_traceback():
+    """fairseq's distributed training on GPUs spawns a process per GPU; torch re-raises a child's
+    failure in the parent as a ProcessRaisedException whose message is the child's traceback. (No
+    GPU here to spawn on: the exception is made as torch makes it.)"""
+    from torch.multiprocessing.spawn import ProcessRaisedException
+    from attn_only_plugin.errors import one_line
+    child = ("\n\n-- Process 1 terminated with the following error:\nTraceback (most recent call last):\n"
+             "  File \"fairseq_cli/train.py\", line 1, in main\n{}\n")
+    assert one_line(ProcessRaisedException(child.format("attn_only_plugin.errors.PluginError: --beam must be >= 1, "
+                                                        "got 0"), 1, 99)) == "--beam must be >= 1, got 0"
+    assert one_line(ProcessRaisedException(child.format("ZeroDivisionError: float division by zero"), 1, 99)) == \
+        "process 1 of the distributed run failed with ZeroDivisionError: float division by zero; unexpected: rerun " \
+        "with ATTN_ONLY_TRACEBACK=1 for the traceback and report it"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is there")
