@@ -81,6 +81,8 @@ def check_indexed_pair(prefix: str) -> None:
                               f"{_HEADER + 12 * n}: {REBUILD}")
         import numpy as np
         from fairseq.data.indexed_dataset import _code_to_dtype
+        if header[17] not in _code_to_dtype:
+            raise PluginError(f"{idx} is corrupt (unknown element type {header[17]}): {REBUILD}")
         itemsize = np.dtype(_code_to_dtype[header[17]]).itemsize
         sizes = np.frombuffer(f.read(4 * n), dtype=np.int32)
         pointers = np.frombuffer(f.read(8 * n), dtype=np.int64)

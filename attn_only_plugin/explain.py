@@ -42,7 +42,7 @@ OS_FIXES = {
     errno.ENOTDIR: "a part of that path is a file, not a folder: choose another path",
     errno.EEXIST: "a file is in the way of that folder: choose another path",
     errno.EISDIR: "that is a folder, not a file: name a file",
-    errno.ENOENT: "no such file or folder: check the path",
+    errno.ENOENT: "check the path",
 }
 
 

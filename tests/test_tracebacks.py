@@ -8,6 +8,7 @@ variants of one category that only differ in the bad file are checked in-process
 same fairseq functions the commands call."""
 import errno
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -89,13 +90,16 @@ def test_empty_bin_names_the_file(setup, checkpoint, tmp_path):
      "test.src-tgt.src.idx is truncated: 30 bytes for 100 sentences"),
     (lambda b: shutil.copy(b / "valid.src-tgt.src.idx", b / "test.src-tgt.src.idx"),  # same count, other run
      "the .bin is truncated or its .idx comes from another fairseq-preprocess run"),
+    (lambda b: (b / "test.src-tgt.src.idx").write_bytes((b / "test.src-tgt.src.idx").read_bytes()[:17] + b"\x63"
+                                                        + (b / "test.src-tgt.src.idx").read_bytes()[18:]),
+     "test.src-tgt.src.idx is corrupt (unknown element type 99)"),
 ])
 def test_truncated_empty_or_mismatched_index(setup, tmp_path, damage, expected):
     from fairseq.data import data_utils
     bad = data_copy(setup, tmp_path)
     assert len(data_utils.load_indexed_dataset(str(bad / "test.src-tgt.src"), None)) == 100  # the control
     damage(bad)
-    with pytest.raises(PluginError, match=expected.replace(".", r"\.")) as caught:
+    with pytest.raises(PluginError, match=re.escape(expected)) as caught:
         data_utils.load_indexed_dataset(str(bad / "test.src-tgt.src"), None)
     assert REBUILD in str(caught.value)
 
