@@ -31,6 +31,24 @@ def build_model(dictionary, tgt_dictionary=None, **overrides):
     return AttnOnlyTransformer.build_model(TransformerConfig(**values), task).eval()
 
 
+def build_builtin(dictionary, d_model=32, d_ff=64, heads=4, layers=2, normalize_before=False, seed=1):
+    """fairseq's built-in transformer of these sizes, learned positions (convertible to ours),
+    shared embeddings, no dropout; freshly initialised from seed, in train mode."""
+    import argparse
+    from fairseq.models.transformer import TransformerModel
+    from fairseq.models.transformer.transformer_legacy import base_architecture
+    args = argparse.Namespace(
+        encoder_embed_dim=d_model, decoder_embed_dim=d_model, encoder_ffn_embed_dim=d_ff, decoder_ffn_embed_dim=d_ff,
+        encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_layers=layers, decoder_layers=layers,
+        encoder_learned_pos=True, decoder_learned_pos=True, share_all_embeddings=True, dropout=0.0,
+        encoder_normalize_before=normalize_before, decoder_normalize_before=normalize_before,
+        max_source_positions=64, max_target_positions=64)
+    base_architecture(args)
+    task = SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary)
+    torch.manual_seed(seed)
+    return TransformerModel.build_model(args, task)
+
+
 def random_batch(dictionary, B=3, S=7, T=6, seed=0):
     """Left-padded sources (fairseq's default) with different lengths, right-padded targets."""
     g = torch.Generator().manual_seed(seed)

@@ -1,33 +1,15 @@
 """Our model computes the same function as fairseq's built-in transformer (to 1e-5) once its
 weights are converted: same sizes, learned positions, shared embeddings, post-norm or pre-norm."""
-import argparse
-from types import SimpleNamespace
-
 import pytest
 import torch
 
 from attn_only_plugin.convert import fairseq_to_ours, ours_to_fairseq
-from helpers import build_model, random_batch
-
-
-def build_fairseq(dictionary, normalize_before):
-    from fairseq.models.transformer import TransformerModel
-    from fairseq.models.transformer.transformer_legacy import base_architecture
-    args = argparse.Namespace(
-        encoder_embed_dim=32, decoder_embed_dim=32, encoder_ffn_embed_dim=64, decoder_ffn_embed_dim=64,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=2, decoder_layers=2,
-        encoder_learned_pos=True, decoder_learned_pos=True, share_all_embeddings=True, dropout=0.0,
-        encoder_normalize_before=normalize_before, decoder_normalize_before=normalize_before,
-        max_source_positions=64, max_target_positions=64)
-    base_architecture(args)
-    task = SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary)
-    torch.manual_seed(1)
-    return TransformerModel.build_model(args, task).eval()
+from helpers import build_builtin, build_model, random_batch
 
 
 @pytest.mark.parametrize("pre_norm", [False, True])
 def test_equivalent_to_fairseq_transformer(dictionary, pre_norm):
-    theirs = build_fairseq(dictionary, pre_norm)
+    theirs = build_builtin(dictionary, normalize_before=pre_norm).eval()
     ours = build_model(dictionary, learned_pos=True, pre_norm=pre_norm)
     ours.load_state_dict(fairseq_to_ours(theirs.state_dict(), dictionary.pad()))
     src, prev = random_batch(dictionary)

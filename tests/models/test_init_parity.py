@@ -11,7 +11,6 @@ worse, and the cause was the initial scale of the FFN and the attention projecti
 2. Learning: from their own fresh initialisations, the two models trained alike on the same batches
    reach the same loss after a few updates, within what seeds of one model differ by.
 """
-import argparse
 import re
 from types import SimpleNamespace
 
@@ -19,29 +18,20 @@ import torch
 
 from attn_only_plugin.convert import fairseq_to_ours
 from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
-from helpers import make_dictionary
+from helpers import build_builtin, make_dictionary
 
 SIZE = dict(d_model=64, d_ff=256, heads=4, layers=2)
 
 
 def fresh_pair(seed: int, vocab: int = 200):
     """(ours, the built-in) freshly built with seed, learned positions (convertible), same sizes."""
-    from fairseq.models.transformer import TransformerModel
-    from fairseq.models.transformer.transformer_legacy import base_architecture
     d = make_dictionary(vocab)
-    task = SimpleNamespace(source_dictionary=d, target_dictionary=d)
-    args = argparse.Namespace(
-        encoder_embed_dim=SIZE["d_model"], decoder_embed_dim=SIZE["d_model"], encoder_ffn_embed_dim=SIZE["d_ff"],
-        decoder_ffn_embed_dim=SIZE["d_ff"], encoder_attention_heads=SIZE["heads"], decoder_attention_heads=SIZE["heads"],
-        encoder_layers=SIZE["layers"], decoder_layers=SIZE["layers"], encoder_learned_pos=True, decoder_learned_pos=True,
-        share_all_embeddings=True, dropout=0.0, max_source_positions=64, max_target_positions=64)
-    base_architecture(args)
-    torch.manual_seed(seed)
-    theirs = TransformerModel.build_model(args, task)
+    theirs = build_builtin(d, **SIZE, seed=seed)
     cfg = TransformerConfig(encoder_layers=SIZE["layers"], decoder_layers=SIZE["layers"], d_model=SIZE["d_model"],
                             d_ff=SIZE["d_ff"], heads=SIZE["heads"], dropout=0.0, learned_pos=True,
                             max_source_positions=64, max_target_positions=64)
     torch.manual_seed(seed)
+    task = SimpleNamespace(source_dictionary=d, target_dictionary=d)
     return AttnOnlyTransformer.build_model(cfg, task), theirs, d
 
 
