@@ -16,7 +16,7 @@ Departs from fairseq's `adam` on purpose, in two ways:
   tending to it); here epsilon is where the paper's Adam puts it.
 - fairseq's `adam` on a CPU (and on a GPU without apex) walks the parameters in Python, several
   kernels each: 55 against 26 ms a step for the 48M parameters of the benchmark's `cpu` shape
-  (see README, "Speed").
+  (docs/speed.md).
 Weight decay (none in the paper, default 0) is decoupled, AdamW-style, as in fairseq's `adam`.
 """
 import ast
