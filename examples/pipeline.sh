@@ -29,10 +29,11 @@ require_corpus() {  # require_corpus DIR SRC TGT
   done
 }
 
-prepare() {  # prepare CORPUS SRC TGT VOCAB WORK
+prepare() {  # prepare CORPUS SRC TGT VOCAB WORK [MODEL_TYPE: bpe (default) or unigram]
   if [ -f "$5/data-bin/dict.$2.txt" ]; then say "prepared data found in $5/data-bin: reused"; return; fi
-  say "sentencepiece, joint vocabulary $4"
-  "$PY" "$REPO/scripts/spm_prepare.py" --data "$1" --src "$2" --tgt "$3" --vocab-size "$4" --out "$5/spm"
+  say "sentencepiece (${6:-bpe}), joint vocabulary $4"
+  "$PY" "$REPO/scripts/spm_prepare.py" --data "$1" --src "$2" --tgt "$3" --vocab-size "$4" \
+      --model-type "${6:-bpe}" --out "$5/spm"
   say "fairseq-preprocess --joined-dictionary"
   "$BIN/fairseq-preprocess" --source-lang "$2" --target-lang "$3" --trainpref "$5/spm/train" \
       --validpref "$5/spm/valid" --testpref "$5/spm/test" --destdir "$5/data-bin.tmp" \

@@ -28,15 +28,7 @@ fi
 say "pooling and splitting: 1,000 test, 1,000 valid, the rest train (seed 1)"
 "$PY" "$REPO/scripts/shuffle_split.py" --data "$CORPUS" --src en --tgt de --test "${TEST:-1000}" \
     --valid "${VALID:-1000}" --seed 1 --out "$WORK/raw"
-if [ ! -f "$WORK/data-bin/dict.en.txt" ]; then
-  "$PY" "$REPO/scripts/spm_prepare.py" --data "$WORK/raw" --src en --tgt de --vocab-size "${VOCAB:-8000}" \
-      --model-type unigram --out "$WORK/spm"  # section 5.1's shared vocabulary, unigram as the issue specified
-  "$BIN/fairseq-preprocess" --source-lang en --target-lang de --trainpref "$WORK/spm/train" \
-      --validpref "$WORK/spm/valid" --testpref "$WORK/spm/test" --destdir "$WORK/data-bin.tmp" \
-      --joined-dictionary --workers "$(nproc)" >"$WORK/preprocess.log" 2>&1 \
-    || { tail -5 "$WORK/preprocess.log" >&2; exit 1; }
-  rm -rf "$WORK/data-bin" && mv "$WORK/data-bin.tmp" "$WORK/data-bin"
-fi
+prepare "$WORK/raw" en de "${VOCAB:-8000}" "$WORK" unigram  # section 5.1's shared vocabulary, unigram as issue 20 specified
 # shellcheck disable=SC2086  # SEEDS and RECIPES are word lists on purpose
 "$PY" "$REPO/scripts/compare_quality.py" --data-bin "$WORK/data-bin" --work "$WORK/runs" \
     --updates "${UPDATES:-2500}" --seeds ${SEEDS:-1 2 3} --recipes ${RECIPES:-alike} \

@@ -125,11 +125,15 @@ class Run:
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, OMP_NUM_THREADS=str(self.a.threads), MKL_NUM_THREADS=str(self.a.threads))
         self.log = open(self.dir / "train.log", "w")
         cmd = train_command(self.a, self.model, self.recipe, self.seed, self.dir / "checkpoints")
         (self.dir / "command.txt").write_text(" ".join(map(repr, cmd)) + "\n")
-        self.proc, self.started = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env), time.time()
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=self.env())
+        self.started = time.time()
+
+    def env(self) -> dict:
+        """--threads CPU threads for this run's training and translation."""
+        return dict(os.environ, OMP_NUM_THREADS=str(self.a.threads), MKL_NUM_THREADS=str(self.a.threads))
 
     def progress(self) -> int:
         matches = PROGRESS.findall((self.dir / "train.log").read_text(errors="replace")[-4000:])
@@ -145,8 +149,7 @@ class Run:
                                f"(log: {self.dir / 'train.log'})")
         ppl = last_valid_ppl(log, self.a.updates)
         gen = subprocess.run(generate_command(self.a, self.dir / "checkpoints" / "checkpoint_last.pt"),
-                             capture_output=True, text=True,
-                             env=dict(os.environ, OMP_NUM_THREADS=str(self.a.threads)))
+                             capture_output=True, text=True, env=self.env())
         if gen.returncode != 0:
             raise CompareError(f"{self.name}: fairseq-generate exited {gen.returncode}: "
                                f"{(gen.stderr.strip().splitlines() or ['(no output)'])[-1]}")

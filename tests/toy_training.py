@@ -29,15 +29,18 @@ def run(*cmd):
     return proc
 
 
-def toy_data(root: Path, n_train: int = 200, seed: int = 0) -> Path:
-    """Write source digit strings and their reversals, binarize them; returns the data-bin folder."""
+def toy_data(root: Path, n_train: int = 200, seed: int = 0, n_test: int = 0) -> Path:
+    """Write source digit strings and their reversals, binarize them (a test split too when n_test);
+    returns the data-bin folder."""
     rng = random.Random(seed)
-    for split, n in [("train", n_train), ("valid", 20)]:
+    splits = [("train", n_train), ("valid", 20)] + ([("test", n_test)] if n_test else [])
+    for split, n in splits:
         rows = [[str(rng.randint(0, 9)) for _ in range(rng.randint(3, 8))] for _ in range(n)]
         (root / f"{split}.src").write_text("".join(" ".join(r) + "\n" for r in rows))
         (root / f"{split}.tgt").write_text("".join(" ".join(reversed(r)) + "\n" for r in rows))
     run(BIN / "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", root / "train",
-        "--validpref", root / "valid", "--destdir", root / "bin", "--joined-dictionary", "--workers", 1)
+        "--validpref", root / "valid", *(["--testpref", root / "test"] if n_test else []),
+        "--destdir", root / "bin", "--joined-dictionary", "--workers", 1)
     return root / "bin"
 
 

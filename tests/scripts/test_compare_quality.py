@@ -2,28 +2,19 @@
 through the real fairseq-train, translate through fairseq-generate, and land in one table and JSON;
 a second call reuses the finished runs; bad values are refused in one line before anything runs."""
 import json
-import random
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from toy_training import BIN, run  # noqa: E402
+from toy_training import toy_data  # noqa: E402
 
 TINY = ["--updates", "3", "--layers", "1", "--d-model", "16", "--d-ff", "32", "--heads", "2",
         "--max-tokens", "400", "--warmup", "2", "--progress-every", "0"]
 
 
 def digit_bin(root: Path) -> Path:
-    """Train / valid / test digit strings and their reversals, binarized with one dictionary."""
-    rng = random.Random(0)
-    for split, n in [("train", 60), ("valid", 8), ("test", 6)]:
-        rows = [[str(rng.randint(0, 9)) for _ in range(rng.randint(3, 6))] for _ in range(n)]
-        (root / f"{split}.src").write_text("".join(" ".join(r) + "\n" for r in rows))
-        (root / f"{split}.tgt").write_text("".join(" ".join(reversed(r)) + "\n" for r in rows))
-    run(BIN / "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", root / "train",
-        "--validpref", root / "valid", "--testpref", root / "test", "--destdir", root / "bin",
-        "--joined-dictionary", "--workers", 1)
-    return root / "bin"
+    """The digit-reversal data-bin of toy_training.py, with a test split to translate."""
+    return toy_data(root, n_train=60, n_test=6)
 
 
 def test_two_models_two_seeds_one_table_and_reuse(cli, tmp_path):
