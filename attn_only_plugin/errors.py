@@ -74,8 +74,8 @@ def _child_line(exc) -> str:
     lines = [line for line in str(exc).strip().splitlines() if line.strip()]
     name, _, message = (lines[-1] if lines else "").partition(": ")
     name = name.rsplit(".", 1)[-1]
-    if name == "PluginError" or _fix_for(Exception(message)) is not None:
-        fix = _fix_for(Exception(message))
+    fix = _fix_for(Exception(message))
+    if name == "PluginError" or fix is not None:
         return message + (f": {fix}" if fix else "")
     from .explain import explain
     explained = explain(RuntimeError(message))
