@@ -13,6 +13,7 @@ setup(
     # Deliberately not listing fairseq: pip would resolve fairseq's torchaudio requirement.
     install_requires=["torch>=2.0", "sentencepiece", "sacrebleu>=2.0", "hydra-core==1.3.2",
                       "omegaconf==2.3.0"],
-    # scripts/*.py go on the venv PATH too (evalb.py, average_checkpoints.py, ...).
+    # scripts/*.py go on the venv PATH too (evalb.py, average_checkpoints.py, ...), with _standalone.py,
+    # which the installed scripts that do not import fairseq load from beside them.
     scripts=sorted(glob("scripts/*.py")),
 )

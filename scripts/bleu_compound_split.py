@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its one-line errors)
 from sacrebleu_detok import check_aligned, read_lines  # noqa: E402
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -48,4 +49,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    _standalone.one_line_errors()
     sys.exit(main())

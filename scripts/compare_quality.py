@@ -32,6 +32,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its one-line errors)
+
 REPO = Path(__file__).resolve().parents[1]
 SIZES = dict(layers=2, d_model=128, d_ff=512, heads=4)  # the issue-20 shape; --layers etc. override
 ALIKE = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
@@ -271,4 +274,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    _standalone.one_line_errors()
     main()

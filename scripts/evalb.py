@@ -11,38 +11,14 @@ input evalb.c cannot read are a one-line ``error: ...`` and exit status 1
 (evalb.c prints a summary for differing line counts).
 """
 import argparse
-import importlib.util
 import sys
 from dataclasses import replace
 from pathlib import Path
 
-def _package_dir() -> Path:
-    """attn_only_plugin's folder: beside this script in a checkout, else the installed package
-    (find_spec of a top-level package locates it without running its __init__)."""
-    here = Path(__file__).resolve().parents[1] / "attn_only_plugin"
-    if here.is_dir():
-        return here
-    spec = importlib.util.find_spec("attn_only_plugin")
-    if spec is None:
-        sys.exit("error: attn_only_plugin is not installed; run bash scripts/install.sh")
-    return Path(spec.submodule_search_locations[0])
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its one-line errors)
 
-
-EVALB_PY = _package_dir() / "parsing" / "evalb.py"
-
-
-def _load_evalb():
-    """attn_only_plugin/parsing/evalb.py, loaded by path: importing the package would
-    first register the whole fairseq plugin (seconds), which scoring does not need."""
-    name = "attn_only_plugin_evalb_standalone"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, EVALB_PY)
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
-
-
-evalb = _load_evalb()
+evalb = _standalone.load("parsing/evalb.py")  # the package's EVALB, without importing fairseq
 
 
 def run_evalb(gold, test, param=None, cutoff=None, max_error=None):
@@ -79,4 +55,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    _standalone.one_line_errors()
     sys.exit(main())

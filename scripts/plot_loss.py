@@ -14,6 +14,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its one-line errors)
+
 _SIMPLE = re.compile(r"\| (train_inner|valid) \|.*")
 
 
@@ -90,4 +93,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    _standalone.one_line_errors()
     main()

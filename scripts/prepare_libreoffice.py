@@ -16,12 +16,14 @@ and exit 1 without writing a corpus.
 """
 import argparse
 import functools
-import importlib.util
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its one-line errors)
 
 MPL_URL = "https://mozilla.org/MPL/2.0/"
 
@@ -31,18 +33,9 @@ class PrepareError(Exception):
 
 
 def load_library():
-    """The corpus library, loaded from its file so that the script does not import fairseq
-    (importing the attn_only_plugin package would)."""
-    package = Path(__file__).resolve().parents[1] / "attn_only_plugin"
-    if not package.is_dir():  # an installed copy of this script: use the installed package
-        found = importlib.util.find_spec("attn_only_plugin")  # locates it without importing it
-        if found is None:
-            raise PrepareError("attn_only_plugin is not installed; run bash scripts/install.sh")
-        package = Path(found.submodule_search_locations[0])
-    spec = importlib.util.spec_from_file_location("attn_only_libreoffice", package / "data" / "libreoffice.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The corpus library (attn_only_plugin/data/libreoffice.py), loaded from its file so that the
+    script does not import fairseq (importing the attn_only_plugin package would)."""
+    return _standalone.load("data/libreoffice.py")
 
 
 def log(message: str) -> None:
@@ -165,4 +158,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    _standalone.one_line_errors()
     sys.exit(main())

@@ -11,6 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its one-line errors)
+
 
 def read_lines(path: Path):
     """The file's lines, split on '\\n' only (str.splitlines would also split on U+2028, U+0085...)."""
@@ -55,4 +58,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    _standalone.one_line_errors()
     sys.exit(main())

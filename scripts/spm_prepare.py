@@ -16,6 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its one-line errors)
+
 SPLITS = ("train", "valid", "test")
 
 
@@ -116,4 +119,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    _standalone.one_line_errors()
     main()

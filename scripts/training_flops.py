@@ -46,6 +46,10 @@ once). --params P replaces the shape-derived P (then C = 6 P D_tgt + 3 A, i.e. D
 import argparse
 import math
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its one-line errors)
 
 TFLOPS = {
     "fp32": {"K80": 2.8, "K40": 3.7, "M40": 6.0, "P100": 9.5, "V100": 15.7, "A100": 19.5, "H100": 67.0,
@@ -164,4 +168,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    _standalone.one_line_errors()
     sys.exit(main())
