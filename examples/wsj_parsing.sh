@@ -9,7 +9,7 @@
 # Expected: 91.3 F1 (EVALB, COLLINS.prm) with the full WSJ on GPUs; ~21-25 F1 on the sample on a CPU
 # (22.2 last run, 35 min on one thread; right-branching 9.6), see the README. Decoding uses --constrain-trees (ours, not the
 # paper's): outputs are always well-formed trees.
-# SMALL=1 shrinks the model for a CPU; UPDATES bounds the training; the last 5 checkpoints, one
+# SMALL=1 shrinks the model for a CPU; UPDATES bounds the training; SEED (default 1) the random seed; the last 5 checkpoints, one
 # every SAVE_EVERY updates, are averaged.
 set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
@@ -40,7 +40,7 @@ say "fairseq-train --arch transformer_parse"
     --criterion paper_label_smoothed_ce --label-smoothing 0.1 `# section 5.4` \
     --optimizer paper_adam --lr-scheduler noam `# section 5.3: Adam (beta_1 0.9, beta_2 0.98, epsilon 1e-9) and the warm-up schedule` \
     --max-update "${UPDATES:-100000}" --save-interval-updates "${SAVE_EVERY:-500}" --keep-interval-updates 5 \
-    --no-epoch-checkpoints --save-dir "$WORK/checkpoints" --seed 1 --log-format simple --log-interval 50 \
+    --no-epoch-checkpoints --save-dir "$WORK/checkpoints" --seed "${SEED:-1}" --log-format simple --log-interval 50 \
     "${SHAPE[@]}" 2>&1 | tee -a "$WORK/train.log" | grep --line-buffered -E "train_inner|valid on|done training|rror"
 average "$WORK/checkpoints" 5
 say "fairseq-generate --beam 21 --lenpen 0.3, max length = input + 300 (section 6.3)"
