@@ -1,0 +1,79 @@
+"""fairseq's features with our model against fairseq's own transformer, on the same tiny data
+(issue 24; docs/fairseq_features.md has the table). One module-scoped pair of models, trained
+by the real fairseq-train on toy_training's digit-reversal data: fairseq's `--arch transformer`
+command (d_model 32, 2 + 2 layers, in fairseq's flag names) and the same command with
+`--user-dir attn_only_plugin --arch transformer_base`. Each test runs a fairseq CLI, or
+fairseq_cli in-process, on both and compares what fairseq's transformer does with ours.
+"""
+import re
+import subprocess
+import sys
+
+import pytest
+
+from toy_training import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data
+
+# a command written for fairseq's transformer (its flag names), tiny
+BUILTIN_ARCH = ["--encoder-embed-dim", 32, "--decoder-embed-dim", 32, "--encoder-ffn-embed-dim", 64,
+                "--decoder-ffn-embed-dim", 64, "--encoder-attention-heads", 4, "--decoder-attention-heads", 4,
+                "--encoder-layers", 2, "--decoder-layers", 2, "--share-all-embeddings", "--dropout", 0.1]
+TRAIN = ["--optimizer", "adam", "--lr", 0.005, "--lr-scheduler", "inverse_sqrt", "--warmup-updates", 10,
+         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", 0.1, "--batch-size", 16,
+         "--max-update", 40, "--cpu", "--seed", 1, "--no-epoch-checkpoints", "--log-format", "simple",
+         "--log-interval", 10, "--num-workers", 0]
+OURS = ["--user-dir", PLUGIN, "--arch", "transformer_base"]
+OURS_ARCH = ["--d-model", 32, "--d-ff", 64, "--heads", 4, "--encoder-layers", 2, "--decoder-layers", 2, "--dropout", 0.1]
+SOURCES = "1 2 3 4\n5 6 7\n8 9 0 1 2\n"
+
+
+def hypotheses(output: str) -> list:
+    """The H- lines of fairseq-generate/-interactive output, as (id, score, text), sorted by id."""
+    rows = [line.split("\t") for line in output.splitlines() if line.startswith("H-")]
+    return sorted((int(r[0][2:]), float(r[1]), r[2] if len(r) > 2 else "") for r in rows)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """data-bin, and the checkpoints of fairseq's transformer ("builtin") and ours ("ours")
+    trained for 40 updates by the same command (ours with --user-dir and our --arch)."""
+    root = tmp_path_factory.mktemp("fairseq_features")
+    data = toy_data(root, n_train=200, n_test=10)
+    paths = {"data": data}
+    for name, arch in (("builtin", ["--arch", "transformer", *BUILTIN_ARCH]), ("ours", OURS + OURS_ARCH)):
+        save = root / name
+        run(BIN / "fairseq-train", data, *arch, *TRAIN, "--save-dir", save)
+        paths[name] = save / "checkpoint_last.pt"
+    return paths
+
+
+def generate(models, which, *extra, user_dir=True):
+    return run(BIN / "fairseq-generate", models["data"], "--path", models[which], "--cpu", "--beam", 4,
+               "--batch-size", 16, "--gen-subset", "test", *(["--user-dir", PLUGIN] if user_dir else []), *extra)
+
+
+# fairseq_cli in-process with a text stdin (item 5) --------------------------------------------
+
+INTERACTIVE_IN_PROCESS = """
+import io, sys
+from fairseq import options
+from fairseq_cli import interactive
+text = sys.argv.pop()
+parser = options.get_interactive_generation_parser()
+args = options.parse_args_and_arch(parser, sys.argv[1:])
+sys.stdin = io.StringIO(text)  # text, no .buffer: how fairseq's own tests call it
+interactive.main(args)
+"""
+
+
+@pytest.mark.parametrize("which", ["builtin", "ours"])
+def test_interactive_main_in_process_with_text_stdin(models, which):
+    """fairseq_cli.interactive.main with an io.StringIO stdin, the plugin loaded by --user-dir
+    (for fairseq's checkpoint too): every line translated, as from a binary stdin."""
+    common = [models["data"], "--user-dir", PLUGIN, "--path", models[which], "--cpu", "--beam", 2]
+    proc = subprocess.run([sys.executable, "-c", INTERACTIVE_IN_PROCESS, *map(str, common), SOURCES],
+                          capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    piped = subprocess.run([str(BIN / "fairseq-interactive"), *map(str, common)], input=SOURCES,
+                           capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=TIMEOUT)
+    assert [h[0] for h in hypotheses(proc.stdout)] == [0, 1, 2]
+    assert hypotheses(proc.stdout) == hypotheses(piped.stdout)
