@@ -77,3 +77,20 @@ def test_interactive_main_in_process_with_text_stdin(models, which):
                            capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=TIMEOUT)
     assert [h[0] for h in hypotheses(proc.stdout)] == [0, 1, 2]
     assert hypotheses(proc.stdout) == hypotheses(piped.stdout)
+
+
+# --retain-dropout (item 1) ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["builtin", "ours"])
+def test_retain_dropout(models, which):
+    """Monte-Carlo dropout at inference: two seeds give different hypotheses with --retain-dropout
+    (dropout raised to 0.5 by --model-overrides), the same ones without; --retain-dropout-modules
+    naming a module that holds no dropout retains nothing."""
+    overrides = ["--model-overrides", "{'dropout': 0.5}"]
+
+    def hyps(seed, *extra):
+        return hypotheses(generate(models, which, "--seed", seed, *overrides, *extra).stdout)
+
+    assert hyps(1) == hyps(2)
+    assert hyps(1, "--retain-dropout") != hyps(2, "--retain-dropout")
+    assert hyps(1, "--retain-dropout", "--retain-dropout-modules", "NoSuchModule") == hyps(1)
