@@ -22,7 +22,6 @@ TRAIN = ["--optimizer", "adam", "--lr", 0.005, "--lr-scheduler", "inverse_sqrt",
          "--max-update", 40, "--cpu", "--seed", 1, "--no-epoch-checkpoints", "--log-format", "simple",
          "--log-interval", 10, "--num-workers", 0]
 OURS = ["--user-dir", PLUGIN, "--arch", "transformer_base"]
-OURS_ARCH = ["--d-model", 32, "--d-ff", 64, "--heads", 4, "--encoder-layers", 2, "--decoder-layers", 2, "--dropout", 0.1]
 SOURCES = "1 2 3 4\n5 6 7\n8 9 0 1 2\n"
 
 
@@ -39,9 +38,9 @@ def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("fairseq_features")
     data = toy_data(root, n_train=200, n_test=10)
     paths = {"data": data}
-    for name, arch in (("builtin", ["--arch", "transformer", *BUILTIN_ARCH]), ("ours", OURS + OURS_ARCH)):
+    for name, arch in (("builtin", ["--arch", "transformer"]), ("ours", OURS)):
         save = root / name
-        run(BIN / "fairseq-train", data, *arch, *TRAIN, "--save-dir", save)
+        run(BIN / "fairseq-train", data, *arch, *BUILTIN_ARCH, *TRAIN, "--save-dir", save)
         paths[name] = save / "checkpoint_last.pt"
     return paths
 
@@ -49,6 +48,22 @@ def models(tmp_path_factory):
 def generate(models, which, *extra, user_dir=True):
     return run(BIN / "fairseq-generate", models["data"], "--path", models[which], "--cpu", "--beam", 4,
                "--batch-size", 16, "--gen-subset", "test", *(["--user-dir", PLUGIN] if user_dir else []), *extra)
+
+
+def test_builtin_command_trains_ours(models):
+    """Item 4: the command written for --arch transformer ran with our --arch (the fixture) and
+    built the same model size: equal parameter counts (shared embeddings counted once)."""
+    from toy_training import load
+    counts = {}
+    for which in ("builtin", "ours"):
+        state = load(models[which])
+        model = state["model"]
+        if which == "ours":
+            assert state["cfg"]["model"]["d_model"] == 32 and state["cfg"]["model"]["heads"] == 4
+        buffers = ("_float_tensor", ".version")  # fairseq's, not parameters
+        distinct = {v.data_ptr(): v.numel() for k, v in model.items() if not k.endswith(buffers)}
+        counts[which] = sum(distinct.values())
+    assert counts["builtin"] == counts["ours"]
 
 
 # fairseq_cli in-process with a text stdin (item 5) --------------------------------------------

@@ -7,12 +7,13 @@ from dataclasses import dataclass, field, fields
 from typing import Optional
 
 import torch
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import FairseqEncoderDecoderModel, register_model
 from torch import nn
 
 from ..errors import PluginError
 from .encoder_decoder import Decoder, Encoder
+from .fairseq_names import FairseqNames, map_values
 
 SHARING = ChoiceEnum(["all", "decoder", "none"])
 # parameters with one row per dictionary entry: a size mismatch there means other dictionaries
@@ -20,8 +21,9 @@ _VOCAB_TABLES = ("encoder.embed.tokens.weight", "decoder.embed.tokens.weight", "
 
 
 @dataclass
-class TransformerConfig(FairseqDataclass):
-    """Defaults are the base model, Table 3 "base" row and section 5."""
+class TransformerConfig(FairseqNames):
+    """Defaults are the base model, Table 3 "base" row and section 5. fairseq's transformer's
+    flag names (--encoder-embed-dim, ...) are accepted too, mapped in fairseq_names.py."""
     encoder_layers: int = field(default=6, metadata={"help": "N, encoder layers (Table 3 base)"})
     decoder_layers: int = field(default=6, metadata={"help": "N, decoder layers (Table 3 base)"})
     d_model: int = field(default=512, metadata={"help": "d_model (Table 3 base)"})
@@ -56,6 +58,7 @@ def full_config(cfg) -> TransformerConfig:
     values = {f.name: getattr(cfg, f.name) for f in fields(TransformerConfig)
               if getattr(cfg, f.name, None) is not None}
     values["embedding_sharing"] = str(values.get("embedding_sharing", "all"))
+    map_values(values, TransformerConfig)
     return TransformerConfig(**values)
 
 
