@@ -17,10 +17,10 @@ from toy_training import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data
 BUILTIN_ARCH = ["--encoder-embed-dim", 32, "--decoder-embed-dim", 32, "--encoder-ffn-embed-dim", 64,
                 "--decoder-ffn-embed-dim", 64, "--encoder-attention-heads", 4, "--decoder-attention-heads", 4,
                 "--encoder-layers", 2, "--decoder-layers", 2, "--share-all-embeddings", "--dropout", 0.1]
-TRAIN = ["--optimizer", "adam", "--lr", 0.005, "--lr-scheduler", "inverse_sqrt", "--warmup-updates", 10,
-         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", 0.1, "--batch-size", 16,
-         "--max-update", 40, "--cpu", "--seed", 1, "--no-epoch-checkpoints", "--log-format", "simple",
-         "--log-interval", 10, "--num-workers", 0]
+OPTIM = ["--optimizer", "adam", "--lr", 0.005, "--lr-scheduler", "inverse_sqrt", "--warmup-updates", 10,
+         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", 0.1, "--batch-size", 16, "--cpu",
+         "--seed", 1, "--log-format", "simple", "--num-workers", 0]
+TRAIN = [*OPTIM, "--max-update", 40, "--no-epoch-checkpoints", "--log-interval", 10]
 OURS = ["--user-dir", PLUGIN, "--arch", "transformer_base"]
 SOURCES = "1 2 3 4\n5 6 7\n8 9 0 1 2\n"
 
@@ -109,3 +109,44 @@ def test_retain_dropout(models, which):
     assert hyps(1) == hyps(2)
     assert hyps(1, "--retain-dropout") != hyps(2, "--retain-dropout")
     assert hyps(1, "--retain-dropout", "--retain-dropout-modules", "NoSuchModule") == hyps(1)
+
+
+# LayerDrop, pruning, activation checkpointing (items 2 and 3) ---------------------------------------
+
+@pytest.mark.parametrize("which", ["builtin", "ours"])
+def test_layers_to_keep_by_model_overrides(models, which):
+    """Pruning a model on load with --model-overrides: the log says so, and the pruned model
+    (encoder layer 0, decoder layer 1 of 2) translates differently from the full one."""
+    full = generate(models, which)
+    pruned = generate(models, which, "--model-overrides",
+                      "{'encoder_layers_to_keep': '0', 'decoder_layers_to_keep': '1'}")
+    assert "Pruning model to specified layer configuration" in pruned.stderr + pruned.stdout
+    if which == "ours":
+        assert "pruning the encoder to its layers 0 of 2" in pruned.stderr + pruned.stdout
+    assert hypotheses(pruned.stdout) != hypotheses(full.stdout)
+
+
+def losses(output: str) -> list:
+    """The training loss of every logged update."""
+    return [float(m) for m in re.findall(r"train_inner \| .*?\bloss=([0-9.]+)", output)]
+
+
+@pytest.mark.parametrize("which", ["builtin", "ours"])
+def test_layerdrop_and_checkpoint_activations_train(models, tmp_path, which):
+    """--encoder-layerdrop/--decoder-layerdrop train; --checkpoint-activations and
+    --offload-activations give the losses of the run without them."""
+    arch = ["--arch", "transformer"] if which == "builtin" else OURS
+    short = [*OPTIM, "--max-update", 4, "--log-interval", 1, "--no-save"]
+
+    def train(name, *extra):
+        proc = run(BIN / "fairseq-train", models["data"], *arch, *BUILTIN_ARCH, *short, "--save-dir", tmp_path / name,
+                   *extra)
+        found = losses(proc.stdout + proc.stderr)
+        assert len(found) == 4, (proc.stdout + proc.stderr)[-2000:]
+        return found
+
+    plain = train("plain")
+    assert train("checkpointed", "--checkpoint-activations") == plain
+    assert train("offloaded", "--offload-activations") == plain
+    dropped = train("layerdrop", "--encoder-layerdrop", 0.5, "--decoder-layerdrop", 0.5)
+    assert dropped != plain
