@@ -42,6 +42,9 @@
    update 1 (save_dir.py).
 8. fairseq-generate --results-path writes generate-<subset>.txt whole or not at all, and Ctrl-C ends
    in one line (results_file.py).
+9. --model-overrides naming a field of our model that a checkpoint's stored config lacks (it was
+   saved before the field existed, e.g. encoder_layers_to_keep) was silently ignored: fairseq's
+   overwrite_args_by_name sets only keys already present. Such a field of our model is now added.
 """
 import atexit
 import functools
@@ -211,6 +214,29 @@ def _stop_at_max_update(train):
     return wrapper
 
 
+def _new_model_fields(overwrite_args_by_name):
+    """Wrap checkpoint_utils.overwrite_args_by_name: overrides of our model's fields reach a stored
+    config that lacks them (9)."""
+    @functools.wraps(overwrite_args_by_name)
+    def wrapper(cfg, overrides):
+        from dataclasses import fields
+
+        from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+        from omegaconf import DictConfig, open_dict
+
+        from .models.transformer import TransformerConfig
+        model = cfg.get("model") if isinstance(cfg, DictConfig) else None
+        name = model.get("_name") if isinstance(model, DictConfig) else None
+        if overrides and ARCH_MODEL_NAME_REGISTRY.get(name, name) == "attn_only_transformer":
+            ours = {f.name for f in fields(TransformerConfig)}
+            with open_dict(model):
+                for key in ours & set(overrides) - set(model.keys()):
+                    model[key] = overrides[key]
+        return overwrite_args_by_name(cfg, overrides)
+
+    return wrapper
+
+
 def install() -> None:
     """Apply the repairs above. Idempotent."""
     global _original
@@ -227,6 +253,7 @@ def install() -> None:
     wrap_once(PathManager, "copy", _atomic_copy)
     wrap_once(checkpoint_utils, "torch_persistent_save", _atomic_persistent_save)
     wrap_once(distributed_utils, "infer_init_method", _torchrun_without_cuda)
+    wrap_once(checkpoint_utils, "overwrite_args_by_name", _new_model_fields)
     train_cli = sys.modules.get("fairseq_cli.train")  # loaded only when fairseq-train is what runs
     if train_cli is not None:
         wrap_once(train_cli, "train", _stop_at_max_update)

@@ -150,3 +150,19 @@ def test_layerdrop_and_checkpoint_activations_train(models, tmp_path, which):
     assert train("offloaded", "--offload-activations") == plain
     dropped = train("layerdrop", "--encoder-layerdrop", 0.5, "--decoder-layerdrop", 0.5)
     assert dropped != plain
+
+
+def test_overrides_reach_a_checkpoint_saved_before_the_field(models, tmp_path):
+    """A checkpoint whose stored config lacks encoder_layers_to_keep (saved before the field
+    existed) is pruned by --model-overrides too (fairseq_fixes.py, repair 9)."""
+    import torch
+    from fairseq import checkpoint_utils
+    from toy_training import load
+    state = load(models["ours"])
+    for key in ("encoder_layers_to_keep", "decoder_layers_to_keep"):
+        del state["cfg"]["model"][key]
+    old = tmp_path / "old.pt"
+    torch.save(state, old)
+    overrides = {"encoder_layers_to_keep": "1"}
+    models_, _ = checkpoint_utils.load_model_ensemble([str(old)], arg_overrides=overrides)
+    assert len(models_[0].encoder.layers) == 1 and len(models_[0].decoder.layers) == 2

@@ -142,6 +142,9 @@ def pruned(state_dict, model_cfg):
                 raise PluginError(f"--{side}-layers-to-keep {keep}: the checkpoint has {len(stored)} {side} layers "
                                   f"(0 to {len(stored) - 1}), not layer {missing[0]}")
             logger.info(f"pruning the {side} to its layers {keep} of {len(stored)} ({side}_layers_to_keep)")
+        else:  # prune_state_dict drops every layer of a side without a list: keep them all
+            with open_dict(model_cfg) if OmegaConf.is_config(model_cfg) else contextlib.nullcontext():
+                setattr(model_cfg, f"{side}_layers_to_keep", ",".join(str(i) for i in sorted(stored)))
     return prune_state_dict(state_dict, model_cfg)
 
 

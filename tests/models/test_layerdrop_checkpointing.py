@@ -79,6 +79,14 @@ def test_layers_to_keep_prunes_on_load(dictionary, caplog):
     _check_cached_decoding(model, dictionary)  # cached decoding equals the full pass on the pruned model
 
 
+def test_pruning_one_side_keeps_the_other(dictionary, caplog):
+    """fairseq's prune_state_dict alone would drop every layer of the side without a list."""
+    full = build_model(dictionary, encoder_layers=3, decoder_layers=3)
+    model, _ = _pruned(dictionary, full, caplog, encoder_layers_to_keep="1")
+    assert (len(model.encoder.layers), len(model.decoder.layers)) == (1, 3)
+    assert torch.equal(model.decoder.layers[2].ffn.w2.weight, full.decoder.layers[2].ffn.w2.weight)
+
+
 def test_layers_to_keep_refusals(dictionary, caplog):
     with pytest.raises(PluginError, match="--encoder-layers-to-keep 0,3: the model has 2 encoder layers, numbered 0 "
                                           "to 1"):
