@@ -166,3 +166,24 @@ def test_overrides_reach_a_checkpoint_saved_before_the_field(models, tmp_path):
     overrides = {"encoder_layers_to_keep": "1"}
     models_, _ = checkpoint_utils.load_model_ensemble([str(old)], arg_overrides=overrides)
     assert len(models_[0].encoder.layers) == 1 and len(models_[0].decoder.layers) == 2
+
+
+# fairseq's own breakage on this stack, repaired in fairseq_fixes.py (item 6) ------------------------
+
+@pytest.mark.parametrize("which", ["builtin", "ours"])
+def test_diverse_beam_groups(models, which):
+    proc = generate(models, which, "--diverse-beam-groups", 2, "--diverse-beam-strength", 0.5, "--nbest", 4)
+    found = hypotheses(proc.stdout)
+    assert len(found) == 10 * 4
+
+
+@pytest.mark.parametrize("which", ["builtin", "ours"])
+def test_no_repeat_ngram_size(models, which):
+    """No hypothesis repeats a bigram with --no-repeat-ngram-size 2 (the toy models, 40 updates
+    in, repeat digits freely without it)."""
+    def repeats(output):
+        texts = [h[2].split() for h in hypotheses(output)]
+        return sum(len(t) - 1 - len(set(zip(t, t[1:]))) for t in texts)
+
+    assert repeats(generate(models, which, "--nbest", 4).stdout) > 0
+    assert repeats(generate(models, which, "--nbest", 4, "--no-repeat-ngram-size", 2).stdout) == 0
