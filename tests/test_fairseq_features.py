@@ -187,3 +187,137 @@ def test_no_repeat_ngram_size(models, which):
 
     assert repeats(generate(models, which, "--nbest", 4).stdout) > 0
     assert repeats(generate(models, which, "--nbest", 4, "--no-repeat-ngram-size", 2).stdout) == 0
+
+
+# features that work alike (item 7): one process runs every generation below for both models ----------
+
+IN_PROCESS = """
+import contextlib, io, json, sys, traceback
+from fairseq import options
+from fairseq_cli import generate, interactive
+runs, out = json.loads(sys.argv[1]), sys.argv[2]
+for name, (cli, argv, stdin) in runs.items():
+    text = io.StringIO()
+    try:
+        parser = (options.get_generation_parser if cli == "generate" else options.get_interactive_generation_parser)()
+        args = options.parse_args_and_arch(parser, argv)
+        sys.stdin = io.StringIO(stdin or "")
+        with contextlib.redirect_stdout(text):
+            (generate if cli == "generate" else interactive).main(args)
+    except BaseException as e:
+        text.write("FAILED " + "".join(traceback.format_exception_only(type(e), e)))
+    with open(f"{out}/{name}.txt", "w") as f:
+        f.write(text.getvalue())
+"""
+
+CONSTRAINED = "1 2 3 4\t4 3\n5 6 7 8\t6\n"
+# name: (cli, flags); every one runs with fairseq's transformer and with ours
+FEATURES = {
+    "beam": ("generate", []),
+    "batch1": ("generate", ["--batch-size", 1]),
+    "nbest": ("generate", ["--nbest", 3]),
+    "topk": ("generate", ["--sampling", "--sampling-topk", 3, "--beam", 1, "--seed", 3]),
+    "topp": ("generate", ["--sampling", "--sampling-topp", 0.6, "--beam", 1, "--temperature", 0.7, "--seed", 3]),
+    "diversity_rate": ("generate", ["--diversity-rate", 0.5, "--nbest", 2]),
+    "prefix": ("generate", ["--prefix-size", 1]),
+    "match_source_len": ("generate", ["--match-source-len"]),
+    "alignment": ("generate", ["--print-alignment"]),
+    "score_reference": ("generate", ["--score-reference"]),
+    "constraints": ("interactive", ["--constraints"]),
+    "constraints_unordered": ("interactive", ["--constraints", "unordered"]),
+    "ensemble": ("generate", []),  # --path ours:builtin, set below
+}
+
+
+@pytest.fixture(scope="module")
+def generated(models, tmp_path_factory):
+    """name/which -> the output of each FEATURES run (both models, one process)."""
+    out = tmp_path_factory.mktemp("generated")
+    runs = {}
+    for which in ("builtin", "ours"):
+        for name, (cli, flags) in FEATURES.items():
+            path = f"{models['ours']}:{models['builtin']}" if name == "ensemble" else models[which]
+            common = [models["data"], "--user-dir", PLUGIN, "--path", path, "--cpu", "--beam", 4]
+            common += ["--batch-size", 16, "--gen-subset", "test"] if cli == "generate" else []
+            runs[f"{name}.{which}"] = (cli, [str(a) for a in (*common, *flags)],
+                                       CONSTRAINED if cli == "interactive" else None)
+    import json
+    proc = subprocess.run([sys.executable, "-c", IN_PROCESS, json.dumps(runs), str(out)], capture_output=True,
+                          text=True, cwd=ROOT, env=ENV, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {name: (out / f"{name}.txt").read_text() for name in runs}
+
+
+def lines(output: str, tag: str) -> dict:
+    """id -> list of the tab-separated fields of every `tag-id` line (S, T, H, A, ...)."""
+    found = {}
+    for line in output.splitlines():
+        if line.startswith(tag + "-"):
+            fields = line.split("\t")
+            found.setdefault(int(fields[0][len(tag) + 1:]), []).append(fields[1:])
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(FEATURES))
+@pytest.mark.parametrize("which", ["builtin", "ours"])
+def test_feature_works_alike(generated, name, which):
+    """What each feature promises, checked the same way on fairseq's transformer and on ours."""
+    out = generated[f"{name}.{which}"]
+    assert "FAILED" not in out, out[-2000:]
+    hyps, src, ref = lines(out, "H"), lines(out, "S"), lines(out, "T")
+    n = 2 if FEATURES[name][0] == "interactive" else 10
+    assert sorted(hyps) == list(range(n)), out[-2000:]
+    per = {"nbest": 3, "diversity_rate": 2}.get(name, 1)
+    assert all(len(h) == per for h in hyps.values())
+    if name == "batch1":  # batch-size independence
+        beam = lines(generated[f"beam.{which}"], "H")
+        assert {i: [x[1] for x in h] for i, h in hyps.items()} == {i: [x[1] for x in h] for i, h in beam.items()}
+        assert all(abs(float(hyps[i][0][0]) - float(beam[i][0][0])) < 1e-4 for i in hyps)
+    if name == "prefix":  # the reference's first token forced
+        assert all(h[0][1].split()[0] == ref[i][0][0].split()[0] for i, h in hyps.items())
+    if name == "match_source_len":  # as many tokens as the source with its </s>
+        assert all(len(h[0][1].split()) == len(src[i][0][0].split()) + 1 for i, h in hyps.items())
+    if name == "alignment":  # one source-target pair per hypothesis token
+        alignments = lines(out, "A")
+        assert sorted(alignments) == sorted(hyps)
+        assert all(len(a[0][0].split()) == len(hyps[i][0][1].split()) for i, a in alignments.items())
+    if name == "score_reference":
+        assert all(h[0][1] == ref[i][0][0] for i, h in hyps.items())
+    if name.startswith("constraints"):  # each hypothesis holds its constraint's tokens
+        wanted = {0: "4 3", 1: "6"}
+        assert all(wanted[i] in h[0][1] for i, h in hyps.items()), hyps
+
+
+@pytest.mark.parametrize("which", ["builtin", "ours"])
+def test_training_features_and_validate(models, tmp_path, which):
+    """--eval-bleu with the best checkpoint chosen by BLEU, --keep-best-checkpoints,
+    --patience, --store-ema and --validate-interval-updates in one short run; then
+    fairseq-validate on what it saved."""
+    from toy_training import load
+    arch = ["--arch", "transformer"] if which == "builtin" else OURS
+    save = tmp_path / "ckpt"
+    proc = run(BIN / "fairseq-train", models["data"], *arch, *BUILTIN_ARCH, *OPTIM, "--max-update", 6,
+               "--save-dir", save, "--eval-bleu", "--eval-bleu-args", '{"beam": 1, "max_len_b": 10}',
+               "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric", "--keep-best-checkpoints", 2,
+               "--patience", 5, "--store-ema", "--ema-decay", 0.9, "--validate-interval-updates", 3,
+               "--save-interval-updates", 3, "--no-epoch-checkpoints")
+    log = proc.stdout + proc.stderr
+    assert len(re.findall(r"valid on 'valid' subset.*\bbleu \d", log)) == 2, log[-2000:]  # updates 3 and 6
+    best = list(save.glob("checkpoint.best_bleu_*.pt"))  # named by BLEU: two validations may tie
+    assert (save / "checkpoint_best.pt").is_file() and 1 <= len(best) <= 2
+    assert "ema" in load(save / "checkpoint_last.pt")["extra_state"]
+    valid = run(BIN / "fairseq-validate", models["data"], "--task", "translation", "--user-dir", PLUGIN,
+                "--path", save / "checkpoint_best.pt", "--cpu", "--batch-size", 16)
+    assert re.search(r"valid on 'valid' subset \| loss \d", valid.stdout + valid.stderr)
+
+
+@pytest.mark.parametrize("which", ["builtin", "ours"])
+def test_from_pretrained_translate(models, which):
+    """fairseq's hub interface: Model.from_pretrained(...).translate()."""
+    from fairseq.models.transformer import TransformerModel
+    from attn_only_plugin.models.transformer import AttnOnlyTransformer
+    cls = TransformerModel if which == "builtin" else AttnOnlyTransformer
+    hub = cls.from_pretrained(str(models[which].parent), checkpoint_file=models[which].name,
+                              data_name_or_path=str(models["data"]))
+    out = hub.translate(["1 2 3 4", "5 6 7"], beam=2)
+    assert len(out) == 2 and all(isinstance(t, str) and t for t in out)
