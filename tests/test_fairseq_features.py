@@ -45,9 +45,91 @@ def models(tmp_path_factory):
     return paths
 
 
-def generate(models, which, *extra, user_dir=True):
-    return run(BIN / "fairseq-generate", models["data"], "--path", models[which], "--cpu", "--beam", 4,
-               "--batch-size", 16, "--gen-subset", "test", *(["--user-dir", PLUGIN] if user_dir else []), *extra)
+# every generation below runs in one process (fairseq_cli in-process) for both models -------------------
+
+IN_PROCESS = """
+import contextlib, io, json, logging, sys, traceback
+from fairseq import options
+from fairseq_cli import generate, interactive
+runs, out = json.loads(sys.argv[1]), sys.argv[2]
+for name, (cli, argv, stdin) in runs.items():
+    text = io.StringIO()
+    log = logging.StreamHandler(text)  # the run's log lines too
+    logging.getLogger().addHandler(log)
+    try:
+        parser = (options.get_generation_parser if cli == "generate" else options.get_interactive_generation_parser)()
+        args = options.parse_args_and_arch(parser, argv)
+        sys.stdin = io.StringIO(stdin or "")
+        with contextlib.redirect_stdout(text):
+            (generate if cli == "generate" else interactive).main(args)
+    except BaseException as e:
+        text.write("FAILED " + "".join(traceback.format_exception_only(type(e), e)))
+    logging.getLogger().removeHandler(log)
+    with open(f"{out}/{name}.txt", "w") as f:
+        f.write(text.getvalue())
+"""
+
+CONSTRAINED = "1 2 3 4\t4 3\n5 6 7 8\t6\n"
+# name: (cli, flags); every one runs with fairseq's transformer and with ours
+FEATURES = {
+    "beam": ("generate", []),
+    "batch1": ("generate", ["--batch-size", 1]),
+    "nbest": ("generate", ["--nbest", 3]),
+    "topk": ("generate", ["--sampling", "--sampling-topk", 3, "--beam", 1, "--seed", 3]),
+    "topp": ("generate", ["--sampling", "--sampling-topp", 0.6, "--beam", 1, "--temperature", 0.7, "--seed", 3]),
+    "diversity_rate": ("generate", ["--diversity-rate", 0.5, "--nbest", 2]),
+    "prefix": ("generate", ["--prefix-size", 1]),
+    "match_source_len": ("generate", ["--match-source-len"]),
+    "alignment": ("generate", ["--print-alignment"]),
+    "score_reference": ("generate", ["--score-reference"]),
+    "constraints": ("interactive", ["--constraints"]),
+    "constraints_unordered": ("interactive", ["--constraints", "unordered"]),
+    "ensemble": ("generate", []),  # --path ours:builtin, set below
+}
+DROPOUT_05 = ["--model-overrides", "{'dropout': 0.5}"]
+# runs that the tests after them read
+OTHER_RUNS = {
+    "seed1": ("generate", ["--seed", 1, *DROPOUT_05]),
+    "seed2": ("generate", ["--seed", 2, *DROPOUT_05]),
+    "retain_seed1": ("generate", ["--seed", 1, *DROPOUT_05, "--retain-dropout"]),
+    "retain_seed2": ("generate", ["--seed", 2, *DROPOUT_05, "--retain-dropout"]),
+    "retain_none": ("generate", ["--seed", 1, *DROPOUT_05, "--retain-dropout", "--retain-dropout-modules",
+                                 "NoSuchModule"]),
+    "pruned": ("generate", ["--model-overrides", "{'encoder_layers_to_keep': '0', 'decoder_layers_to_keep': '1'}"]),
+    "diverse_groups": ("generate", ["--diverse-beam-groups", 2, "--diverse-beam-strength", 0.5, "--nbest", 4]),
+    "nbest4": ("generate", ["--nbest", 4]),
+    "no_repeat": ("generate", ["--nbest", 4, "--no-repeat-ngram-size", 2]),
+}
+
+
+@pytest.fixture(scope="module")
+def generated(models, tmp_path_factory):
+    """name.which -> the output (with its log lines) of each FEATURES and OTHER_RUNS run, for both
+    models, all in one process: one start-up instead of one per run."""
+    out = tmp_path_factory.mktemp("generated")
+    runs = {}
+    for which in ("builtin", "ours"):
+        for name, (cli, flags) in {**FEATURES, **OTHER_RUNS}.items():
+            path = f"{models['ours']}:{models['builtin']}" if name == "ensemble" else models[which]
+            common = [models["data"], "--user-dir", PLUGIN, "--path", path, "--cpu", "--beam", 4]
+            common += ["--batch-size", 16, "--gen-subset", "test"] if cli == "generate" else []
+            runs[f"{name}.{which}"] = (cli, [str(a) for a in (*common, *flags)],
+                                       CONSTRAINED if cli == "interactive" else None)
+    import json
+    proc = subprocess.run([sys.executable, "-c", IN_PROCESS, json.dumps(runs), str(out)], capture_output=True,
+                          text=True, cwd=ROOT, env=ENV, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {name: (out / f"{name}.txt").read_text() for name in runs}
+
+
+def lines(output: str, tag: str) -> dict:
+    """id -> list of the tab-separated fields of every `tag-id` line (S, T, H, A, ...)."""
+    found = {}
+    for line in output.splitlines():
+        if line.startswith(tag + "-"):
+            fields = line.split("\t")
+            found.setdefault(int(fields[0][len(tag) + 1:]), []).append(fields[1:])
+    return found
 
 
 def test_builtin_command_trains_ours(models):
@@ -97,33 +179,30 @@ def test_interactive_main_in_process_with_text_stdin(models, which):
 # --retain-dropout (item 1) ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("which", ["builtin", "ours"])
-def test_retain_dropout(models, which):
+def test_retain_dropout(generated, which):
     """Monte-Carlo dropout at inference: two seeds give different hypotheses with --retain-dropout
     (dropout raised to 0.5 by --model-overrides), the same ones without; --retain-dropout-modules
     naming a module that holds no dropout retains nothing."""
-    overrides = ["--model-overrides", "{'dropout': 0.5}"]
+    def hyps(name):
+        assert "FAILED" not in generated[f"{name}.{which}"]
+        return hypotheses(generated[f"{name}.{which}"])
 
-    def hyps(seed, *extra):
-        return hypotheses(generate(models, which, "--seed", seed, *overrides, *extra).stdout)
-
-    assert hyps(1) == hyps(2)
-    assert hyps(1, "--retain-dropout") != hyps(2, "--retain-dropout")
-    assert hyps(1, "--retain-dropout", "--retain-dropout-modules", "NoSuchModule") == hyps(1)
+    assert hyps("seed1") == hyps("seed2") and len(hyps("seed1")) == 10
+    assert hyps("retain_seed1") != hyps("retain_seed2")
+    assert hyps("retain_none") == hyps("seed1")
 
 
 # LayerDrop, pruning, activation checkpointing (items 2 and 3) ---------------------------------------
 
 @pytest.mark.parametrize("which", ["builtin", "ours"])
-def test_layers_to_keep_by_model_overrides(models, which):
+def test_layers_to_keep_by_model_overrides(generated, which):
     """Pruning a model on load with --model-overrides: the log says so, and the pruned model
     (encoder layer 0, decoder layer 1 of 2) translates differently from the full one."""
-    full = generate(models, which)
-    pruned = generate(models, which, "--model-overrides",
-                      "{'encoder_layers_to_keep': '0', 'decoder_layers_to_keep': '1'}")
-    assert "Pruning model to specified layer configuration" in pruned.stderr + pruned.stdout
+    pruned = generated[f"pruned.{which}"]
+    assert "Pruning model to specified layer configuration" in pruned
     if which == "ours":
-        assert "pruning the encoder to its layers 0 of 2" in pruned.stderr + pruned.stdout
-    assert hypotheses(pruned.stdout) != hypotheses(full.stdout)
+        assert "pruning the encoder to its layers 0 of 2" in pruned
+    assert len(hypotheses(pruned)) == 10 and hypotheses(pruned) != hypotheses(generated[f"beam.{which}"])
 
 
 def losses(output: str) -> list:
@@ -171,92 +250,26 @@ def test_overrides_reach_a_checkpoint_saved_before_the_field(models, tmp_path):
 # fairseq's own breakage on this stack, repaired in fairseq_fixes.py (item 6) ------------------------
 
 @pytest.mark.parametrize("which", ["builtin", "ours"])
-def test_diverse_beam_groups(models, which):
-    proc = generate(models, which, "--diverse-beam-groups", 2, "--diverse-beam-strength", 0.5, "--nbest", 4)
-    found = hypotheses(proc.stdout)
-    assert len(found) == 10 * 4
+def test_diverse_beam_groups(generated, which):
+    out = generated[f"diverse_groups.{which}"]
+    assert "FAILED" not in out, out[-2000:]
+    assert len(hypotheses(out)) == 10 * 4
 
 
 @pytest.mark.parametrize("which", ["builtin", "ours"])
-def test_no_repeat_ngram_size(models, which):
+def test_no_repeat_ngram_size(generated, which):
     """No hypothesis repeats a bigram with --no-repeat-ngram-size 2 (the toy models, 40 updates
     in, repeat digits freely without it)."""
     def repeats(output):
         texts = [h[2].split() for h in hypotheses(output)]
+        assert len(texts) == 40
         return sum(len(t) - 1 - len(set(zip(t, t[1:]))) for t in texts)
 
-    assert repeats(generate(models, which, "--nbest", 4).stdout) > 0
-    assert repeats(generate(models, which, "--nbest", 4, "--no-repeat-ngram-size", 2).stdout) == 0
+    assert repeats(generated[f"nbest4.{which}"]) > 0
+    assert repeats(generated[f"no_repeat.{which}"]) == 0
 
 
-# features that work alike (item 7): one process runs every generation below for both models ----------
-
-IN_PROCESS = """
-import contextlib, io, json, sys, traceback
-from fairseq import options
-from fairseq_cli import generate, interactive
-runs, out = json.loads(sys.argv[1]), sys.argv[2]
-for name, (cli, argv, stdin) in runs.items():
-    text = io.StringIO()
-    try:
-        parser = (options.get_generation_parser if cli == "generate" else options.get_interactive_generation_parser)()
-        args = options.parse_args_and_arch(parser, argv)
-        sys.stdin = io.StringIO(stdin or "")
-        with contextlib.redirect_stdout(text):
-            (generate if cli == "generate" else interactive).main(args)
-    except BaseException as e:
-        text.write("FAILED " + "".join(traceback.format_exception_only(type(e), e)))
-    with open(f"{out}/{name}.txt", "w") as f:
-        f.write(text.getvalue())
-"""
-
-CONSTRAINED = "1 2 3 4\t4 3\n5 6 7 8\t6\n"
-# name: (cli, flags); every one runs with fairseq's transformer and with ours
-FEATURES = {
-    "beam": ("generate", []),
-    "batch1": ("generate", ["--batch-size", 1]),
-    "nbest": ("generate", ["--nbest", 3]),
-    "topk": ("generate", ["--sampling", "--sampling-topk", 3, "--beam", 1, "--seed", 3]),
-    "topp": ("generate", ["--sampling", "--sampling-topp", 0.6, "--beam", 1, "--temperature", 0.7, "--seed", 3]),
-    "diversity_rate": ("generate", ["--diversity-rate", 0.5, "--nbest", 2]),
-    "prefix": ("generate", ["--prefix-size", 1]),
-    "match_source_len": ("generate", ["--match-source-len"]),
-    "alignment": ("generate", ["--print-alignment"]),
-    "score_reference": ("generate", ["--score-reference"]),
-    "constraints": ("interactive", ["--constraints"]),
-    "constraints_unordered": ("interactive", ["--constraints", "unordered"]),
-    "ensemble": ("generate", []),  # --path ours:builtin, set below
-}
-
-
-@pytest.fixture(scope="module")
-def generated(models, tmp_path_factory):
-    """name/which -> the output of each FEATURES run (both models, one process)."""
-    out = tmp_path_factory.mktemp("generated")
-    runs = {}
-    for which in ("builtin", "ours"):
-        for name, (cli, flags) in FEATURES.items():
-            path = f"{models['ours']}:{models['builtin']}" if name == "ensemble" else models[which]
-            common = [models["data"], "--user-dir", PLUGIN, "--path", path, "--cpu", "--beam", 4]
-            common += ["--batch-size", 16, "--gen-subset", "test"] if cli == "generate" else []
-            runs[f"{name}.{which}"] = (cli, [str(a) for a in (*common, *flags)],
-                                       CONSTRAINED if cli == "interactive" else None)
-    import json
-    proc = subprocess.run([sys.executable, "-c", IN_PROCESS, json.dumps(runs), str(out)], capture_output=True,
-                          text=True, cwd=ROOT, env=ENV, timeout=TIMEOUT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return {name: (out / f"{name}.txt").read_text() for name in runs}
-
-
-def lines(output: str, tag: str) -> dict:
-    """id -> list of the tab-separated fields of every `tag-id` line (S, T, H, A, ...)."""
-    found = {}
-    for line in output.splitlines():
-        if line.startswith(tag + "-"):
-            fields = line.split("\t")
-            found.setdefault(int(fields[0][len(tag) + 1:]), []).append(fields[1:])
-    return found
-
+# features that work alike (item 7) ----------------------------------------------------------------
 
 @pytest.mark.parametrize("name", sorted(FEATURES))
 @pytest.mark.parametrize("which", ["builtin", "ours"])
