@@ -8,9 +8,8 @@ Tensor layout: batch first everywhere, (B, S, d_model) in the encoder and (B, T,
 decoder. fairseq's own transformer is time first; our encoder_out dict is read only by our
 decoder and reordered only by our encoder, so nothing outside sees the difference.
 """
-from typing import Dict, List, Optional, Tuple
-
 import contextlib
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F

@@ -27,6 +27,8 @@ PAIRS = {
     "pre_norm": ("encoder_normalize_before", "decoder_normalize_before"),
     "learned_pos": ("encoder_learned_pos", "decoder_learned_pos"),
 }
+SYMBOL = {"d_model": "d_model", "d_ff": "d_ff", "heads": "h", "pre_norm": "norm placement",
+          "learned_pos": "kind of positions"}
 SINGLE = {"relu_dropout": "activation_dropout"}
 SHARING = {"share_all_embeddings": "all", "share_decoder_input_output_embed": "decoder"}
 
@@ -68,14 +70,15 @@ def to_paper_names(get: Callable, put: Callable, given: Callable) -> None:
         said = {a: get(a) for a in (enc, dec) if get(a) is not None and get(a) is not False}
         if not said:
             continue
+        first, value = next(iter(said.items()))
         if len(set(said.values())) > 1:
             raise PluginError(f"{_flag(enc, said[enc])} and {_flag(dec, said[dec])} differ: the paper's model has one "
-                              f"{ours} for the encoder and decoder; give one value (or {_flag(ours)})")
-        if isinstance(ours_value := next(iter(said.values())), bool) and len(said) == 1:
-            other = dec if enc in said else enc
-            raise PluginError(f"{_flag(next(iter(said)))} without {_flag(other)}: our model cannot hold the encoder "
-                              f"and decoder apart here; give both (or {_flag(ours)}) or neither")
-        _set(ours, ours_value, next(iter(said)), ours_value, get, put, given)
+                              f"{SYMBOL[ours]} for the encoder and decoder; give one value (or {_flag(ours)})")
+        if isinstance(value, bool) and len(said) == 1:
+            other = dec if first == enc else enc
+            raise PluginError(f"{_flag(first)} without {_flag(other)}: our model cannot hold the encoder and decoder "
+                              f"apart here; give both (or {_flag(ours)}) or neither")
+        _set(ours, value, first, value, get, put, given)
     for ours, alias in SINGLE.items():
         if get(alias) is not None:
             _set(ours, get(alias), alias, get(alias), get, put, given)

@@ -62,7 +62,7 @@ def test_aliases_do_not_override_presets():
 @pytest.mark.parametrize("argv, message", [
     (["--encoder-embed-dim", "512", "--decoder-embed-dim", "256"],
      "--encoder-embed-dim 512 and --decoder-embed-dim 256 differ: the paper's model has one d_model"),
-    (["--encoder-attention-heads", "4", "--decoder-attention-heads", "8"], "differ: the paper's model has one heads"),
+    (["--encoder-attention-heads", "4", "--decoder-attention-heads", "8"], "differ: the paper's model has one h for the encoder and decoder"),
     (["--encoder-embed-dim", "256", "--d-model", "512"], "--encoder-embed-dim 256 disagrees with --d-model 512"),
     (["--activation-dropout", "0.1", "--relu-dropout", "0"], "--activation-dropout 0.1 disagrees with --relu-dropout"),
     (["--encoder-normalize-before"], "--encoder-normalize-before without --decoder-normalize-before"),
