@@ -42,6 +42,18 @@
    update 1 (save_dir.py).
 8. fairseq-generate --results-path writes generate-<subset>.txt whole or not at all, and Ctrl-C ends
    in one line (results_file.py).
+9. --model-overrides naming a field of our model that a checkpoint's stored config lacks (it was
+   saved before the field existed, e.g. encoder_layers_to_keep) was silently ignored: fairseq's
+   overwrite_args_by_name sets only keys already present. Such a field of our model is now added.
+10. --diverse-beam-groups ended in IndexError for any model: SequenceGenerator hands the search the
+   sentences' dataset ids (sample["id"]) as original_batch_idxs, and DiverseBeamSearch indexes its
+   per-sentence overlap table, one row per sentence of the batch, with them; an id past the batch
+   size is out of bounds. The search now gets each sentence's row in the batch of its first step.
+   (Prefix-constrained search uses the ids as ids, so SequenceGenerator itself is left alone.)
+11. --no-repeat-ngram-size had no effect without fairseq's CUDA extension (on every CPU, and on GPUs
+   without the built extension): the Python fallback takes the n - 1 tokens to match from the end
+   of the whole token buffer, which holds padding past the current step, so it never matches. It
+   now gets the tokens up to the current step, as the CUDA kernel reads them.
 """
 import atexit
 import functools
@@ -211,6 +223,52 @@ def _stop_at_max_update(train):
     return wrapper
 
 
+def _new_model_fields(overwrite_args_by_name):
+    """Wrap checkpoint_utils.overwrite_args_by_name: overrides of our model's fields reach a stored
+    config that lacks them (9)."""
+    @functools.wraps(overwrite_args_by_name)
+    def wrapper(cfg, overrides):
+        from dataclasses import fields
+
+        from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+        from omegaconf import DictConfig, open_dict
+
+        from .models.transformer import TransformerConfig
+        model = cfg.get("model") if isinstance(cfg, DictConfig) else None
+        name = model.get("_name") if isinstance(model, DictConfig) else None
+        if overrides and ARCH_MODEL_NAME_REGISTRY.get(name, name) == "attn_only_transformer":
+            ours = {f.name for f in fields(TransformerConfig)}
+            with open_dict(model):
+                for key in ours & set(overrides) - set(model.keys()):
+                    model[key] = overrides[key]
+        return overwrite_args_by_name(cfg, overrides)
+
+    return wrapper
+
+
+def _diverse_beam_rows(step_fn):
+    """Wrap search.DiverseBeamSearch.step: sentence ids -> rows of the first step's batch (10)."""
+    @functools.wraps(step_fn)
+    def step(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None):
+        if original_batch_idxs is not None:
+            if step == 0:
+                self._first_step_ids = original_batch_idxs.clone()
+            first = self._first_step_ids
+            original_batch_idxs = original_batch_idxs[:, None].eq(first[None, :]).int().argmax(dim=1)  # (bsz,) rows
+        return step_fn(self, step, lprobs, scores, prev_output_tokens, original_batch_idxs)
+
+    return step
+
+
+def _ngrams_up_to_step(no_repeat_ngram):
+    """Wrap NGramRepeatBlock._no_repeat_ngram: the tokens generated so far, not the padded buffer (11)."""
+    @functools.wraps(no_repeat_ngram)
+    def wrapper(self, tokens, lprobs, bsz: int, beam_size: int, step: int):
+        return no_repeat_ngram(self, tokens[:, : step + 1], lprobs, bsz, beam_size, step)
+
+    return wrapper
+
+
 def install() -> None:
     """Apply the repairs above. Idempotent."""
     global _original
@@ -227,6 +285,11 @@ def install() -> None:
     wrap_once(PathManager, "copy", _atomic_copy)
     wrap_once(checkpoint_utils, "torch_persistent_save", _atomic_persistent_save)
     wrap_once(distributed_utils, "infer_init_method", _torchrun_without_cuda)
+    wrap_once(checkpoint_utils, "overwrite_args_by_name", _new_model_fields)
+    from fairseq import search
+    from fairseq.ngram_repeat_block import NGramRepeatBlock
+    wrap_once(search.DiverseBeamSearch, "step", _diverse_beam_rows)
+    wrap_once(NGramRepeatBlock, "_no_repeat_ngram", _ngrams_up_to_step)
     train_cli = sys.modules.get("fairseq_cli.train")  # loaded only when fairseq-train is what runs
     if train_cli is not None:
         wrap_once(train_cli, "train", _stop_at_max_update)

@@ -70,16 +70,34 @@ def check_spm_matches_dictionary(sp, dictionary, model_path, dict_name="the dict
                           "give the spm.model that prepared this data (spm_prepare.py --out)")
 
 
+def _decoded(raw, n: int) -> str:
+    """Line n as text: bytes (a file, or a binary stdin) decoded as UTF-8; a str (a text stdin such
+    as the io.StringIO that fairseq's tests and in-process callers give fairseq_cli.interactive)
+    as it is, unless it holds bytes that a surrogateescape decoder could not decode."""
+    if isinstance(raw, str):
+        try:
+            raw.encode("utf-8")
+            return raw
+        except UnicodeEncodeError as e:  # lone surrogates: U+DC80-U+DCFF are undecodable bytes 0x80-0xFF
+            try:
+                raw = raw.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                raise PluginError(f"input line {n} is not valid text (a lone surrogate, U+{ord(raw[e.start]):04X} at "
+                                  f"column {e.start + 1}): give UTF-8 text") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PluginError(f"input line {n} is not UTF-8 text (byte 0x{raw[e.start]:02x} at byte {e.start}): "
+                          "convert the input to UTF-8 first, e.g. iconv -f latin1 -t utf-8") from None
+
+
 def read_input_lines(input, buffer_size):
-    """fairseq-interactive's buffered_read, refusing non-UTF-8 and empty lines by line number."""
+    """fairseq-interactive's buffered_read, refusing non-UTF-8 and empty lines by line number.
+    A file and a binary stdin are read as bytes; a text sys.stdin (no .buffer) gives str lines."""
     buffer = []
     with fileinput.input(files=[input], mode="rb") as h:
         for n, raw in enumerate(h, 1):
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError as e:
-                raise PluginError(f"input line {n} is not UTF-8 text (byte 0x{raw[e.start]:02x} at byte {e.start}): "
-                                  "convert the input to UTF-8 first, e.g. iconv -f latin1 -t utf-8") from None
+            line = _decoded(raw, n).strip()
             if not line:
                 raise PluginError(f"input line {n} is empty or whitespace only: remove empty lines before "
                                   "translating, e.g. grep -v '^[[:space:]]*$'")

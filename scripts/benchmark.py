@@ -16,7 +16,9 @@ does (almost no source padding; targets of a translation still vary in length, ~
   --warmup steps, median of --repeats, the two models in one process taking turns step by step
   on the same batch; peak memory from a fresh process per model (CUDA max allocated, or the
   process's peak RSS); model FLOP/s by the analytic count of training_flops.py and MFU against
-  the device's peak (--peak-tflops, or the data sheet's for known GPUs). Each model steps with
+  the device's peak (--peak-tflops, or the data sheet's for known GPUs); with
+  --checkpoint-activations, ours's peak memory once more with its layers recomputed in the
+  backward pass. Each model steps with
   the optimizer its fairseq-train recipe names (--optimizer recipe): fairseq's `adam` for the
   built-in, our `paper_adam` for ours, both with section 5.3's betas and epsilon; --optimizer
   adam or paper_adam gives both models the same one;
@@ -256,11 +258,13 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
             for name, secs in seconds.items()}
 
 
-def train_memory(which, shape, device, amp, n_steps, batch_size, batching, optimizer):
+def train_memory(which, shape, device, amp, n_steps, batch_size, batching, optimizer, recompute=False):
     """Runs in its own process: the peak memory of training `which` ('ours' or 'fairseq') for
-    n_steps steps (the process's peak RSS on a CPU, CUDA max allocated on a GPU)."""
+    n_steps steps (the process's peak RSS on a CPU, CUDA max allocated on a GPU); recompute:
+    ours with --checkpoint-activations."""
     import torch
     theirs, ours, d = build_pair(shape)
+    ours.encoder.recompute = ours.decoder.recompute = recompute
     model = (ours if which == "ours" else theirs).to(device).train()
     del theirs, ours
     step = _trainer(model, device, amp, d.pad(), optimizer_for(which, optimizer))
@@ -369,7 +373,7 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
 
 
 def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=None, n_gen=None,
-        parts=("training", "generation"), batching="random", peak=None, optimizer="recipe"):
+        parts=("training", "generation"), batching="random", peak=None, optimizer="recipe", recompute=False):
     """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak)
     shape = PRESETS[preset]
@@ -391,6 +395,11 @@ def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_s
             t["tokens_per_s"] = statistics.median(t["tokens_per_s_per_repeat"])
             t["flops_per_s"] = statistics.median(t.pop("flops_per_s_per_repeat"))
             t["mfu"] = t["flops_per_s"] / (peak * 1e12) if peak else None
+        if recompute:
+            print("[benchmark] training memory: ours with --checkpoint-activations", file=sys.stderr)
+            train["ours"]["peak_mib_checkpointed"] = in_process(ctx, train_memory, "ours", shape, device, amp,
+                                                                max(2, warmup + 1), batch_size, batching, optimizer,
+                                                                True)
         train["ratio_per_repeat"] = [o / f for o, f in zip(train["ours"]["tokens_per_s_per_repeat"],
                                                            train["fairseq"]["tokens_per_s_per_repeat"])]
     gen = {}
@@ -426,6 +435,9 @@ def table(r) -> str:
         mfu = (f"{t['ours']['mfu']:.1%} ours, {t['fairseq']['mfu']:.1%} built-in of {r['peak_tflops']:g} TFLOP/s"
                if t["ours"]["mfu"] is not None else "not known without the device's peak (--peak-tflops)")
         lines.append(f"training model FLOPs utilisation: {mfu}")
+        if "peak_mib_checkpointed" in t["ours"]:
+            lines.append(f"training peak memory, ours with --checkpoint-activations: "
+                         f"{t['ours']['peak_mib_checkpointed']:.1f} MiB ({t['ours']['peak_mib']:.1f} without)")
     if g:
         lines.append(f"identical beam-4 hypotheses: {g['identical_hypotheses']}"
                      f" ({g['identical_sentences']} of {g['sentences']} sentences)")
@@ -456,6 +468,8 @@ def main(argv=None) -> None:
     p.add_argument("--optimizer", choices=["recipe", "adam", "paper_adam"], default="recipe",
                    help="recipe: each model with the one its fairseq-train command names (fairseq's adam for the "
                         "built-in, paper_adam for ours); adam or paper_adam: that one for both (default: recipe)")
+    p.add_argument("--checkpoint-activations", action="store_true",
+                   help="also measure ours training with --checkpoint-activations (peak memory only)")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
     try:
@@ -464,7 +478,7 @@ def main(argv=None) -> None:
         sys.exit(f"error: {e}")
     try:
         r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts,
-                a.batching, a.peak_tflops, a.optimizer)
+                a.batching, a.peak_tflops, a.optimizer, a.checkpoint_activations)
     except WorkerError as e:
         sys.exit(f"error: {e}")
     print(table(r))

@@ -232,6 +232,26 @@ def test_interactive_reader_in_process(tmp_path):
         list(read_input_lines(str(tmp_path / "empty.txt"), 10))
 
 
+def test_interactive_reader_text_stdin(monkeypatch):
+    """A text sys.stdin (io.StringIO, as fairseq's tests and in-process callers of
+    fairseq_cli.interactive give it; it has no .buffer) gives str lines: read as text, with the
+    same one-line errors (a byte a surrogateescape decoder kept is reported as that byte)."""
+    import io
+    from attn_only_plugin.input_checks import read_input_lines
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a b\n  c  \n"))
+    assert list(read_input_lines("-", 10)) == [["a b", "c"]]
+    for text, message in [("1\n3 \udce9 4\n", "input line 2 is not UTF-8 text \\(byte 0xe9 at byte 2\\)"),
+                          ("1\n\ud800\n", "input line 2 is not valid text \\(a lone surrogate, U\\+D800"),
+                          ("1\n\u200b2\n", "input line 2 holds an invisible character, U\\+200B"),
+                          ("1\n \n", "input line 2 is empty")]:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+        with pytest.raises(PluginError, match=message):
+            list(read_input_lines("-", 10))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"1\n3 \xe9 4\n")))  # binary: read via .buffer
+    with pytest.raises(PluginError, match="input line 2 is not UTF-8 text \\(byte 0xe9 at byte 2\\)"):
+        list(read_input_lines("-", 10))
+
+
 def test_python_api_empty_bytes_and_not_unicode(setup):
     mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin")
     for bad, message in [("", "sentence 0 is empty or whitespace only: remove it"),

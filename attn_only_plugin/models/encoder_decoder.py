@@ -1,15 +1,21 @@
 """The encoder and decoder stacks, section 3.1 of Vaswani et al. (2017), on fairseq's interfaces.
 
+Two training options that are not the paper's sit in the stack loops, outside the layers' maths:
+LayerDrop (Fan et al. 2019: a whole layer skipped with probability p in each training step) and
+activation checkpointing (a layer's activations recomputed in the backward pass, not kept).
+
 Tensor layout: batch first everywhere, (B, S, d_model) in the encoder and (B, T, d_model) in the
 decoder. fairseq's own transformer is time first; our encoder_out dict is read only by our
 decoder and reordered only by our encoder, so nothing outside sees the difference.
 """
+import contextlib
 from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
 from ..modules.cache import (MAX_SHARED_BEAM, additive, history_mask, keeps_every_row, moved_rows, new_history,
@@ -43,6 +49,38 @@ def select_rows(tensors: List[Tensor], rows: Tensor) -> List[Tensor]:
     return [t.index_select(0, rows) for t in tensors]
 
 
+def kept_layers(layers: nn.ModuleList, layerdrop: float, training: bool) -> List[Tuple[int, nn.Module]]:
+    """LayerDrop (Fan et al. 2019; not in the paper): while training, each layer is left out with
+    probability `layerdrop`, drawn afresh every step; every layer at inference. (index, layer) pairs."""
+    if not training or layerdrop == 0.0:
+        return list(enumerate(layers))
+    dropped = torch.rand(len(layers)) < layerdrop  # (N,) one draw per layer
+    return [(i, layer) for i, layer in enumerate(layers) if not dropped[i]]
+
+
+class Stack:
+    """How the encoder and decoder run their layers in training (the options above); a mixin."""
+
+    def _setup_stack(self, cfg, side: str) -> None:
+        self.layerdrop = getattr(cfg, f"{side}_layerdrop", 0.0)
+        self.offload = bool(getattr(cfg, "offload_activations", False))
+        self.recompute = self.offload or bool(getattr(cfg, "checkpoint_activations", False))
+
+    def run_layer(self, layer: nn.Module, *args, **kwargs):
+        """layer(*args, **kwargs); with --checkpoint-activations, while gradients are computed, only
+        its inputs are kept and it runs again in the backward pass (torch restores the RNG state,
+        so the dropout masks are the same)."""
+        if self.recompute and self.training and torch.is_grad_enabled():
+            return checkpoint(layer, *args, use_reentrant=False, **kwargs)
+        return layer(*args, **kwargs)
+
+    def saved_tensors_place(self):
+        """--offload-activations: what the backward pass keeps goes to CPU memory meanwhile."""
+        if self.offload and self.training and torch.is_grad_enabled():
+            return torch.autograd.graph.save_on_cpu(pin_memory=torch.cuda.is_available())
+        return contextlib.nullcontext()
+
+
 def _layer_args(cfg) -> dict:
     """Map the config (fairseq names at this one edge) to the paper's symbols."""
     default = cfg.d_model // cfg.heads  # section 3.2.2: d_k = d_v = d_model / h unless given
@@ -52,7 +90,7 @@ def _layer_args(cfg) -> dict:
                 pre_norm=cfg.pre_norm)
 
 
-class Encoder(FairseqEncoder):
+class Encoder(FairseqEncoder, Stack):
     """Section 3.1: a stack of N identical layers over the embedded source."""
 
     def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding):
@@ -60,6 +98,7 @@ class Encoder(FairseqEncoder):
         self.padding_idx = dictionary.pad()
         self.embed = TransformerEmbedding(embed_tokens, cfg.max_source_positions, cfg.learned_pos, cfg.dropout)
         self.layers = nn.ModuleList(EncoderLayer(**_layer_args(cfg)) for _ in range(cfg.encoder_layers))
+        self._setup_stack(cfg, "encoder")
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
 
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None,
@@ -70,9 +109,10 @@ class Encoder(FairseqEncoder):
         packing = Packing.of(key_mask, self.training)  # training: position-wise work on real tokens only
         x = self.embed(src_tokens, packing=packing)  # (B, S, d_model), or (N, d_model) packed
         weights = []
-        for layer in self.layers:
-            x, w = layer(x, key_mask, need_weights, packing)
-            weights.append(w)
+        with self.saved_tensors_place():
+            for _, layer in kept_layers(self.layers, self.layerdrop, self.training):
+                x, w = self.run_layer(layer, x, key_mask, need_weights, packing)
+                weights.append(w)
         if self.final_norm is not None:
             x = self.final_norm(x)
         x = padded(x, packing)  # (B, S, d_model), zeros at pads when packed
@@ -95,7 +135,7 @@ class Encoder(FairseqEncoder):
         return self.embed.max_positions
 
 
-class Decoder(FairseqIncrementalDecoder):
+class Decoder(FairseqIncrementalDecoder, Stack):
     """Section 3.1: N identical layers with masked self-attention and encoder-decoder attention,
     then the pre-softmax linear map (section 3.4), shared with the embeddings when asked.
 
@@ -119,6 +159,7 @@ class Decoder(FairseqIncrementalDecoder):
         self.padding_idx = dictionary.pad()
         self.embed = TransformerEmbedding(embed_tokens, cfg.max_target_positions, cfg.learned_pos, cfg.dropout)
         self.layers = nn.ModuleList(DecoderLayer(**_layer_args(cfg), index=i) for i in range(cfg.decoder_layers))
+        self._setup_stack(cfg, "decoder")
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
         if output_weight is None:  # not shared: its own pre-softmax matrix
             output_weight = nn.Parameter(torch.empty(len(dictionary), cfg.d_model))
@@ -160,14 +201,15 @@ class Decoder(FairseqIncrementalDecoder):
             history = self._history_mask(cache, prev_output_tokens.size(0), memory, step)
             history = None if history is None else additive(history, x.dtype)  # (B_s, 1, g, E)
         attn, cross_all, self_all = None, [], []
-        for i, layer in enumerate(self.layers):
-            want = need_all_weights or (need_attn and i == self.alignment_layer)
-            x, w_cross, w_self = layer(x, memory, key_mask, cache, need_weights=want, packing=packing,
-                                       history=history)
-            if need_attn and i == self.alignment_layer:
-                attn = w_cross.mean(dim=1)  # (B, T, S), averaged over heads
-            cross_all.append(w_cross)
-            self_all.append(w_self)
+        with self.saved_tensors_place():
+            for i, layer in kept_layers(self.layers, self.layerdrop, self.training):
+                want = need_all_weights or (need_attn and i == self.alignment_layer)
+                x, w_cross, w_self = self.run_layer(layer, x, memory, key_mask, cache, need_weights=want,
+                                                    packing=packing, history=history)
+                if need_attn and i == self.alignment_layer:
+                    attn = w_cross.mean(dim=1)  # (B, T, S), averaged over heads
+                cross_all.append(w_cross)
+                self_all.append(w_self)
         if cache is not None:
             self.set_incremental_state(incremental_state, "cache", cache)
         if self.final_norm is not None:

@@ -3,25 +3,31 @@
 
 Tensor layout: batch first, (B, T, d_model); see encoder_decoder.py.
 """
+import contextlib
+import logging
 from dataclasses import dataclass, field, fields
 from typing import Optional
 
 import torch
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
+from omegaconf import OmegaConf, open_dict
 from fairseq.models import FairseqEncoderDecoderModel, register_model
 from torch import nn
 
 from ..errors import PluginError
 from .encoder_decoder import Decoder, Encoder
+from .fairseq_names import FairseqNames, map_values
 
 SHARING = ChoiceEnum(["all", "decoder", "none"])
+logger = logging.getLogger(__name__)
 # parameters with one row per dictionary entry: a size mismatch there means other dictionaries
 _VOCAB_TABLES = ("encoder.embed.tokens.weight", "decoder.embed.tokens.weight", "decoder.output_weight")
 
 
 @dataclass
-class TransformerConfig(FairseqDataclass):
-    """Defaults are the base model, Table 3 "base" row and section 5."""
+class TransformerConfig(FairseqNames):
+    """Defaults are the base model, Table 3 "base" row and section 5. fairseq's transformer's
+    flag names (--encoder-embed-dim, ...) are accepted too, mapped in fairseq_names.py."""
     encoder_layers: int = field(default=6, metadata={"help": "N, encoder layers (Table 3 base)"})
     decoder_layers: int = field(default=6, metadata={"help": "N, decoder layers (Table 3 base)"})
     d_model: int = field(default=512, metadata={"help": "d_model (Table 3 base)"})
@@ -46,6 +52,21 @@ class TransformerConfig(FairseqDataclass):
                 "fairseq-preprocess --joined-dictionary); 'decoder' target + pre-softmax; 'none'"})
     max_source_positions: int = field(default=1024, metadata={"help": "longest source (positions)"})
     max_target_positions: int = field(default=1024, metadata={"help": "longest target (positions)"})
+    encoder_layerdrop: float = field(default=0.0, metadata={
+        "help": "LayerDrop (Fan et al. 2019; not in the paper): each encoder layer skipped with this "
+                "probability in every training step, never at inference"})
+    decoder_layerdrop: float = field(default=0.0, metadata={
+        "help": "LayerDrop (Fan et al. 2019; not in the paper) for the decoder layers"})
+    encoder_layers_to_keep: Optional[str] = field(default=None, metadata={
+        "help": "encoder layers to keep when loading, e.g. '0,2' (counted from 0): prunes a LayerDrop-trained "
+                "model (Fan et al. 2019), e.g. with --model-overrides"})
+    decoder_layers_to_keep: Optional[str] = field(default=None, metadata={
+        "help": "decoder layers to keep when loading, e.g. '1' (see --encoder-layers-to-keep)"})
+    checkpoint_activations: bool = field(default=False, metadata={
+        "help": "recompute each layer in the backward pass instead of keeping its activations: less memory, "
+                "about a third more compute; same loss and gradients"})
+    offload_activations: bool = field(default=False, metadata={
+        "help": "--checkpoint-activations (implied) with the tensors kept for the backward pass in CPU memory"})
     alignment_layer: int = field(default=-1, metadata={
         "help": "decoder layer whose encoder-decoder attention (mean over heads) gives "
                 "--print-alignment alignments; -1 = last"})
@@ -56,6 +77,7 @@ def full_config(cfg) -> TransformerConfig:
     values = {f.name: getattr(cfg, f.name) for f in fields(TransformerConfig)
               if getattr(cfg, f.name, None) is not None}
     values["embedding_sharing"] = str(values.get("embedding_sharing", "all"))
+    map_values(values, TransformerConfig)
     return TransformerConfig(**values)
 
 
@@ -74,9 +96,27 @@ def validate(cfg: TransformerConfig) -> None:
     for name in ("dropout", "attention_dropout", "relu_dropout"):
         if not 0.0 <= getattr(cfg, name) < 1.0:
             raise PluginError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(cfg, name)}")
+    for name in ("encoder_layerdrop", "decoder_layerdrop"):
+        if not 0.0 <= getattr(cfg, name) < 1.0:
+            raise PluginError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(cfg, name)}")
     if not -1 <= cfg.alignment_layer < cfg.decoder_layers:
         raise PluginError(f"--alignment-layer must be a decoder layer, 0 to {cfg.decoder_layers - 1}, or -1 for the "
                           f"last, got {cfg.alignment_layer}")
+
+
+def layers_to_keep(cfg: TransformerConfig, side: str) -> Optional[list]:
+    """The sorted layer indices of --{side}-layers-to-keep, checked against --{side}-layers; None if not given."""
+    given, n = getattr(cfg, f"{side}_layers_to_keep"), getattr(cfg, f"{side}_layers")
+    if given is None or str(given).strip() == "":
+        return None
+    flag = f"--{side}-layers-to-keep {given}"
+    try:
+        keep = sorted(int(i) for i in str(given).split(","))
+    except ValueError:
+        raise PluginError(f"{flag}: give layer numbers separated by commas, e.g. '0,2'") from None
+    if len(set(keep)) != len(keep) or not all(0 <= i < n for i in keep):
+        raise PluginError(f"{flag}: the model has {n} {side} layers, numbered 0 to {n - 1}; give each at most once")
+    return keep
 
 
 def build_embedding(dictionary, d_model: int) -> nn.Embedding:
@@ -85,6 +125,27 @@ def build_embedding(dictionary, d_model: int) -> nn.Embedding:
     nn.init.normal_(emb.weight, mean=0.0, std=d_model ** -0.5)
     nn.init.zeros_(emb.weight[dictionary.pad()])
     return emb
+
+
+def pruned(state_dict, model_cfg):
+    """state_dict with only the layers encoder/decoder_layers_to_keep of model_cfg name, renumbered."""
+    if model_cfg is None or not (getattr(model_cfg, "encoder_layers_to_keep", None)
+                                 or getattr(model_cfg, "decoder_layers_to_keep", None)):
+        return state_dict
+    from fairseq.checkpoint_utils import prune_state_dict
+    for side in ("encoder", "decoder"):
+        keep = getattr(model_cfg, f"{side}_layers_to_keep", None)
+        stored = {int(k.split(".")[2]) for k in state_dict if k.startswith(f"{side}.layers.")}
+        if keep:
+            missing = sorted(set(int(i) for i in str(keep).split(",")) - stored)
+            if missing:
+                raise PluginError(f"--{side}-layers-to-keep {keep}: the checkpoint has {len(stored)} {side} layers "
+                                  f"(0 to {len(stored) - 1}), not layer {missing[0]}")
+            logger.info(f"pruning the {side} to its layers {keep} of {len(stored)} ({side}_layers_to_keep)")
+        else:  # prune_state_dict drops every layer of a side without a list: keep them all
+            with open_dict(model_cfg) if OmegaConf.is_config(model_cfg) else contextlib.nullcontext():
+                setattr(model_cfg, f"{side}_layers_to_keep", ",".join(str(i) for i in sorted(stored)))
+    return prune_state_dict(state_dict, model_cfg)
 
 
 @register_model("attn_only_transformer", dataclass=TransformerConfig)
@@ -98,7 +159,14 @@ class AttnOnlyTransformer(FairseqEncoderDecoderModel):
 
     @classmethod
     def build_model(cls, cfg, task):
+        given = cfg
         cfg = full_config(cfg)
+        for side in ("encoder", "decoder"):  # pruning a LayerDrop-trained model: the kept layers only
+            keep = layers_to_keep(cfg, side)
+            if keep is not None:
+                setattr(cfg, f"{side}_layers", len(keep))
+                with open_dict(given) if OmegaConf.is_config(given) else contextlib.nullcontext():
+                    setattr(given, f"{side}_layers", len(keep))  # as fairseq does: a saved model says its size
         validate(cfg)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         if cfg.embedding_sharing == "all":
@@ -115,7 +183,10 @@ class AttnOnlyTransformer(FairseqEncoderDecoderModel):
         return cls(cfg, encoder, decoder)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        """Refuse, in one line, a checkpoint whose tensors do not fit this model."""
+        """Refuse, in one line, a checkpoint whose tensors do not fit this model. With
+        encoder/decoder_layers_to_keep in model_cfg, the checkpoint's layers are pruned to those
+        first (fairseq's prune_state_dict, which then clears them in model_cfg), and logged."""
+        state_dict = pruned(state_dict, model_cfg)
         own = self.state_dict()
         for name, value in state_dict.items():
             if name in own and own[name].shape != value.shape:

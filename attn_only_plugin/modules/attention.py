@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .cache import append_to_cache, own_weights
+from .dropout import retain_at_inference
 from .packing import Packing, packed, padded
 
 
@@ -60,6 +61,7 @@ class MultiHeadAttention(nn.Module):
                  self_attention: bool = True, cache_key: str = "attn"):
         super().__init__()
         self.h, self.d_k, self.d_v, self.dropout = h, d_k, d_v, dropout
+        self.apply_during_inference = False  # --retain-dropout (dropout.py)
         self.self_attention, self.cache_key = self_attention, cache_key
         if self_attention:
             self.qkv = nn.Linear(d_model, h * (2 * d_k + d_v))  # [W^Q | W^K | W^V]
@@ -74,6 +76,9 @@ class MultiHeadAttention(nn.Module):
                 nn.init.xavier_uniform_(block, gain=2 ** -0.5)
         nn.init.xavier_uniform_(self.out.weight)
         nn.init.zeros_(self.out.bias)
+
+    def make_generation_fast_(self, name: str, retain_dropout: bool = False, retain_dropout_modules=None, **unused):
+        retain_at_inference(self, name, retain_dropout, retain_dropout_modules)
 
     def _split_heads(self, x: Tensor, d: int) -> Tensor:
         B, T, _ = x.shape
@@ -124,7 +129,7 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = q.shape
         g = B // k.size(0)  # queries' rows per key row: 1, or the beam sharing a sentence's memory
         q = q.view(B // g, g * T, self.h, self.d_k).transpose(1, 2)  # (B_s, h, g T, d_k)
-        p = self.dropout if self.training else 0.0
+        p = self.dropout if self.training or self.apply_during_inference else 0.0
         y, w = scaled_dot_product_attention(q, k, v, mask, causal, p, need_weights)  # (B_s, h, g T, d_v)
         y = y.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h d_v): Concat(head_i)
         if w is not None and g > 1:

@@ -12,13 +12,57 @@ threshold: P(keep) = 1 - round(P_drop 2^32) / 2^32, exact to 2^-32. It keeps a b
 for the backward pass instead of a float one (a quarter of the memory). On a GPU, torch's fused
 dropout kernel is faster and is used.
 
+Inference: the identity, unless fairseq-generate/-interactive are given --retain-dropout
+(Monte-Carlo dropout): fairseq's make_generation_fast_ contract, which its FairseqDropout and
+ours share (retain_at_inference below), then sets apply_during_inference on every dropout, or on
+those whose module name --retain-dropout-modules lists (fairseq's names or ours, see MODULE_NAMES).
+
 Tensor layout: any; the mask has the input's shape.
 """
+import logging
+import re
+from typing import List, Optional
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 _INT32_MIN = -(2 ** 31)
+logger = logging.getLogger(__name__)
+
+# --retain-dropout-modules: the module names that select a dropout, by where it sits in our model
+# (its path from the model), fairseq's transformer's name for the dropout at that place first.
+# The first pattern that matches a path wins.
+MODULE_NAMES = [
+    (r"(en|de)coder\.layers\.\d+\.(self|cross)_attn$", ("MultiheadAttention", "MultiHeadAttention")),
+    (r"encoder\.layers\.", ("TransformerEncoderLayer", "TransformerEncoderLayerBase", "EncoderLayer")),
+    (r"decoder\.layers\.", ("TransformerDecoderLayer", "TransformerDecoderLayerBase", "DecoderLayer")),
+    (r"encoder\.", ("TransformerEncoder", "TransformerEncoderBase", "Encoder")),
+    (r"decoder\.", ("TransformerDecoder", "TransformerDecoderBase", "Decoder")),
+]
+
+
+def module_names(path: str) -> tuple:
+    """The names --retain-dropout-modules may give for the dropout at `path` (e.g.
+    "models.0.encoder.layers.1.sub_attn.dropout"); () for a path outside the encoder and decoder."""
+    for pattern, names in MODULE_NAMES:
+        if re.search(r"(^|\.)" + pattern, path):
+            return names
+    return ()
+
+
+def retain_at_inference(module: torch.nn.Module, name: str, retain_dropout: bool = False,
+                        retain_dropout_modules: Optional[List[str]] = None) -> None:
+    """fairseq's FairseqDropout.make_generation_fast_: with retain_dropout, `module` (named `name`
+    in the model) keeps dropping out at inference when retain_dropout_modules is None (all) or
+    lists one of its names."""
+    if not retain_dropout:
+        return
+    if retain_dropout_modules is None or set(module_names(name)) & set(retain_dropout_modules):
+        logger.info(f"Enabling dropout during inference for module: {name}")
+        module.apply_during_inference = True
+    else:
+        logger.info(f"Disabling dropout for module: {name}")
 
 
 def keep_threshold(p: float) -> int:
@@ -46,16 +90,22 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
 
 
 class Dropout(nn.Module):
-    """Section 5.4: dropout at rate p while training, the identity in eval mode (see above)."""
+    """Section 5.4: dropout at rate p while training, the identity in eval mode unless retained
+    at inference (see above)."""
 
     def __init__(self, p: float):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability must be in [0, 1], got {p}")
         self.p = p
+        self.apply_during_inference = False
 
     def forward(self, x: Tensor) -> Tensor:
-        return dropout(x, self.p, self.training)
+        return dropout(x, self.p, self.training or self.apply_during_inference)
+
+    def make_generation_fast_(self, name: str, retain_dropout: bool = False,
+                              retain_dropout_modules: Optional[List[str]] = None, **unused):
+        retain_at_inference(self, name, retain_dropout, retain_dropout_modules)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"

@@ -56,3 +56,41 @@ def test_module_eval_identity_and_edges():
     assert y.dtype == torch.bfloat16
     with pytest.raises(ValueError, match="dropout probability"):
         Dropout(1.5)
+
+
+def test_retain_dropout_contract_names():
+    """fairseq's make_generation_fast_ contract (--retain-dropout, --retain-dropout-modules): on a
+    model in eval mode, dropout stays off unless retained, for all modules or those named (fairseq's
+    names or ours), and the attention's dropout too."""
+    from helpers import build_model, make_dictionary, random_batch
+    from attn_only_plugin.modules.dropout import module_names
+    assert module_names("models.0.encoder.layers.1.sub_attn.dropout")[0] == "TransformerEncoderLayer"
+    assert module_names("decoder.layers.0.ffn.relu_dropout")[0] == "TransformerDecoderLayer"
+    assert module_names("decoder.layers.0.cross_attn")[0] == "MultiheadAttention"
+    assert module_names("encoder.embed.dropout")[0] == "TransformerEncoder"
+    d = make_dictionary()
+    src, prev = random_batch(d)
+
+    def outputs(retain, modules=None, p=0.3):
+        model = build_model(d, dropout=p, attention_dropout=p, relu_dropout=p)
+        if retain is not None:
+            model.make_generation_fast_(retain_dropout=retain, retain_dropout_modules=modules)
+        assert not model.training
+        enc = model.encoder(src)
+        return [model.decoder(prev, encoder_out=enc)[0] for _ in range(2)]
+
+    a, b = outputs(None)
+    assert torch.equal(a, b)  # eval: deterministic
+    a, b = outputs(False)
+    assert torch.equal(a, b)  # make_generation_fast_ without --retain-dropout
+    a, b = outputs(True)
+    assert not torch.allclose(a, b)  # every dropout retained: two passes differ
+    a, b = outputs(True, ["TransformerEncoder"])  # only the encoder's embedding dropout: decoder passes agree
+    assert torch.equal(a, b)
+    for names in (["TransformerDecoderLayer"], ["DecoderLayer"], ["MultiheadAttention"]):
+        model = build_model(d, dropout=0.0, attention_dropout=0.3)
+        model.make_generation_fast_(retain_dropout=True, retain_dropout_modules=names)
+        retained = [n for n, m in model.named_modules() if getattr(m, "apply_during_inference", False)]
+        assert retained and all(n.startswith("decoder.layers") or "attn" in n for n in retained), retained
+        if names == ["MultiheadAttention"]:
+            assert all(n.endswith("attn") for n in retained) and len(retained) == 2 + 2 * 2

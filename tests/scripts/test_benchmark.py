@@ -148,3 +148,14 @@ def test_a_failing_or_dying_worker_ends_the_parent_in_one_line(script):
     # the original hang: the training process's ZeroDivisionError with no update to divide by
     with pytest.raises(bench.WorkerError, match="the train_speed process failed: ZeroDivisionError: "):
         bench.in_process(ctx, bench.train_speed, bench.PRESETS["tiny"], "cpu", False, 0, 0, 1, 2, "random", "recipe")
+
+
+def test_peak_memory_with_checkpoint_activations(cli, tmp_path):
+    """--checkpoint-activations measures ours's training peak memory once more, recomputing layers."""
+    out = tmp_path / "bench.json"
+    proc = cli("benchmark", "--preset", "tiny", "--parts", "training", "--updates", "1", "--warmup", "0",
+               "--repeats", "1", "--batch-size", "4", "--checkpoint-activations", "--out", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ours = json.loads(out.read_text())["training"]["ours"]
+    assert ours["peak_mib_checkpointed"] > 0 and ours["peak_mib"] > 0
+    assert "training peak memory, ours with --checkpoint-activations: " in proc.stdout
