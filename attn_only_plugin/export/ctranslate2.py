@@ -21,6 +21,7 @@ CTranslate2's spec expresses the model as it is, so the export computes the same
 Tensor layout: weights as torch keeps them, (out_features, in_features); per-head rows of a
 projection are head-major, (h, d, d_model) flattened.
 """
+import json
 import math
 import os
 import shutil
@@ -35,6 +36,7 @@ from ctranslate2.converters import Converter
 from ctranslate2.specs import transformer_spec
 from torch import Tensor
 
+from ..atomic import _umask
 from ..errors import PluginError
 from ..models.transformer import TransformerConfig, full_config, validate
 from ..modules.embedding import sinusoid_table
@@ -44,6 +46,7 @@ LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, kept by modules/layers.py
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16",
                  "float32")
 MODEL_NAME = "attn_only_transformer"
+INFO_FILE = "attn_only_plugin.json"  # what the translator needs beside CTranslate2's files (position limits)
 
 
 def model_config(state: dict, path) -> TransformerConfig:
@@ -213,12 +216,20 @@ class AttnOnlyConverter(Converter):
             raise non_finite_error(self.checkpoint, found)
         task = (state.get("cfg") or {}).get("task") if isinstance(state.get("cfg"), dict) else None
         src_dict, tgt_dict = read_dictionaries(self.data, task or state.get("args") or {})
+        self.cfg = cfg
         return build_spec(cfg, state["model"], src_dict, tgt_dict)
 
 
-def save_spec(spec, out, quantization: Optional[str] = None, force: bool = False) -> Path:
-    """Write a spec to folder `out` atomically: into a temporary folder beside it, renamed when
-    complete; an existing `out` is refused unless force (then replaced only once the new one is written)."""
+def model_info(cfg: TransformerConfig, quantization: Optional[str] = None) -> dict:
+    """INFO_FILE's content: the longest source and target the position tables hold."""
+    return {"model": MODEL_NAME, "max_source_positions": cfg.max_source_positions,
+            "max_target_positions": cfg.max_target_positions, "quantization": quantization or "float32"}
+
+
+def save_spec(spec, out, quantization: Optional[str] = None, force: bool = False, info: Optional[dict] = None) -> Path:
+    """Write a spec (and `info` as INFO_FILE) to folder `out` atomically: into a temporary folder
+    beside it, renamed when complete; an existing `out` is refused unless force (then replaced only
+    once the new one is written)."""
     out = Path(out)
     if out.exists() and not force:
         raise PluginError(f"{out} already exists: pass --force to replace it, or choose another --out")
@@ -231,6 +242,8 @@ def save_spec(spec, out, quantization: Optional[str] = None, force: bool = False
     tmp = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
         spec.save(str(tmp))
+        if info is not None:
+            (tmp / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
         if out.exists():  # --force: the old folder goes only now that the new one is complete
             old = tmp.with_name(tmp.name + ".old")
@@ -245,15 +258,11 @@ def save_spec(spec, out, quantization: Optional[str] = None, force: bool = False
     return out
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def export(checkpoint, data, out, quantization: Optional[str] = None, force: bool = False) -> Path:
     """Export checkpoint (with the dictionaries in data) to a CTranslate2 model folder `out`."""
     out = Path(out)
     if out.exists() and not force:  # before the (slow) load
         raise PluginError(f"{out} already exists: pass --force to replace it, or choose another --out")
-    return save_spec(AttnOnlyConverter(checkpoint, data)._load(), out, quantization, force)
+    converter = AttnOnlyConverter(checkpoint, data)
+    spec = converter._load()
+    return save_spec(spec, out, quantization, force, model_info(converter.cfg, quantization))
