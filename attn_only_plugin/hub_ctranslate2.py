@@ -29,8 +29,7 @@ def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str,
     """Load an exported model folder with the sentencepiece model `spm_model` (None: input is
     already segmented). compute_type: CTranslate2's ("default" = as exported; "int8", "float16",
     ...); inter_threads batches translated in parallel, intra_threads threads each (0: all cores)."""
-    from .export import require_ctranslate2
-    from .export.ctranslate2 import INFO_FILE
+    from .export import INFO_FILE, require_ctranslate2
     ctranslate2 = require_ctranslate2()
     model_dir = Path(model_dir)
     if not (model_dir / "model.bin").is_file():
@@ -96,14 +95,7 @@ class CTranslate2Translator:
                          max_len_b: int = 50, batch_size: int = 32) -> List[Tuple[str, List[str], float]]:
         """(detokenized text, output tokens, score) per sentence, in input order; the score is the
         hypothesis' log P / |Y|^lenpen (natural log)."""
-        batch = _batch(sentences)
-        for i, s in enumerate(batch):
-            _check_sentence(_not_bytes(s, f"sentence {i}"), f"sentence {i}")
-        tokens = [self.encode(s) for s in batch]
-        positions = self.info["max_source_positions"]
-        for i, t in enumerate(tokens):
-            if len(t) + 1 > positions:
-                raise too_long(i, len(t) + 1, positions)
+        batch, tokens = self.check(sentences)
         out = [None] * len(batch)
         order = sorted(range(len(batch)), key=lambda i: len(tokens[i]))  # fairseq batches by length too
         for start in range(0, len(order), max(1, batch_size)):
@@ -116,6 +108,19 @@ class CTranslate2Translator:
             for i, r in zip(chunk, results):
                 out[i] = (self.decode(r.hypotheses[0]), r.hypotheses[0], r.scores[0])
         return out
+
+    def check(self, sentences) -> Tuple[List[str], List[List[str]]]:
+        """(sentences, their source tokens), after load()'s input checks and the length check
+        against the position table (CTranslate2 itself would truncate or fail)."""
+        batch = _batch(sentences)
+        for i, s in enumerate(batch):
+            _check_sentence(_not_bytes(s, f"sentence {i}"), f"sentence {i}")
+        tokens = [self.encode(s) for s in batch]
+        positions = self.info["max_source_positions"]
+        for i, t in enumerate(tokens):
+            if len(t) + 1 > positions:
+                raise too_long(i, len(t) + 1, positions)
+        return batch, tokens
 
     def encode(self, sentence: str) -> List[str]:
         """Source tokens: sentencepiece pieces, or the whitespace-separated tokens without a model."""

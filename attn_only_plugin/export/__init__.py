@@ -6,6 +6,7 @@ installed; callers use it before importing export.ctranslate2, which imports the
 from ..errors import PluginError
 
 CTRANSLATE2_VERSION = "4.8.5"  # the version scripts/install.sh pins; the export writes its format
+INFO_FILE = "attn_only_plugin.json"  # written beside CTranslate2's files: what the translator needs (position limits)
 
 
 def require_ctranslate2():

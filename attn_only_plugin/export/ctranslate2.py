@@ -40,13 +40,13 @@ from ..atomic import _umask
 from ..errors import PluginError
 from ..models.transformer import TransformerConfig, full_config, validate
 from ..modules.embedding import sinusoid_table
+from . import INFO_FILE
 
 LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, kept by modules/layers.py
 # CTranslate2's weight types for --quantization (None: as trained, float32)
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16",
                  "float32")
 MODEL_NAME = "attn_only_transformer"
-INFO_FILE = "attn_only_plugin.json"  # what the translator needs beside CTranslate2's files (position limits)
 
 
 def model_config(state: dict, path) -> TransformerConfig:
