@@ -113,7 +113,9 @@ class _Weights:
         return self.sd[name].detach().float()
 
     def numpy(self, t: Tensor) -> np.ndarray:
-        return np.ascontiguousarray(t.numpy(), dtype=np.float32)
+        """A copy: the spec's optimize() rewrites its arrays in place (int8 quantization), which
+        must never reach the weights of a model still in use."""
+        return np.array(t.numpy(), dtype=np.float32, order="C", copy=True)
 
     def linear(self, spec, prefix: str):
         spec.weight, spec.bias = self.numpy(self.get(prefix + ".weight")), self.numpy(self.get(prefix + ".bias"))

@@ -179,3 +179,13 @@ def test_int8_export_loads_and_translates(trained):
     assert mt.info["quantization"] == "int8"
     ours = mt.translate([sources[i] for i in ids])
     assert sum(o == hypotheses[i] for o, i in zip(ours, ids)) >= 40  # of 50: close to float32's, not exact
+
+
+def test_export_leaves_the_models_weights_alone(tmp_path):
+    """The spec's int8 quantization rewrites its arrays in place: they must be copies."""
+    d = make_dictionary(20)
+    model = build_model(d)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    cfg = full_config(model.cfg)
+    save_spec(build_spec(cfg, model.state_dict(), d, d), tmp_path / "ct2", "int8", info=model_info(cfg))
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
