@@ -60,8 +60,9 @@ def model_config(state: dict, path) -> TransformerConfig:
     m = Namespace(**m) if isinstance(m, dict) else m
     name = getattr(m, "_name", None) or getattr(m, "arch", None)
     if ARCH_MODEL_NAME_REGISTRY.get(name, name) != MODEL_NAME:
-        raise PluginError(f"{path} holds a {name!r} model, not attn_only_plugin's: this exports models trained with "
-                          "--user-dir attn_only_plugin (a fairseq transformer: ctranslate2's own ct2-fairseq-converter)")
+        raise PluginError(f"{path} holds a {name!r} model, not attn_only_plugin's: this exports models trained "
+                          "with --user-dir attn_only_plugin (a fairseq transformer: ctranslate2's own "
+                          "ct2-fairseq-converter)")
     cfg = full_config(m)
     validate(cfg)
     return cfg

@@ -141,7 +141,8 @@ def test_a_checkpoint_that_is_not_ours(ckpt, tmp_path):
     state = torch.load(ckpt / "checkpoint.pt", weights_only=True)
     state["cfg"]["model"] = {"_name": "transformer", "arch": "transformer"}
     torch.save(state, tmp_path / "builtin.pt")
-    with pytest.raises(PluginError, match="holds a 'transformer' model, not attn_only_plugin's: .*ct2-fairseq-converter"):
+    with pytest.raises(PluginError, match="holds a 'transformer' model, not attn_only_plugin's: "
+                                          ".*ct2-fairseq-converter"):
         export(tmp_path / "builtin.pt", "--data", ckpt / "bin", "--out", tmp_path / "o")
     torch.save(torch.zeros(3), tmp_path / "tensor.pt")
     with pytest.raises(PluginError, match="is not a fairseq checkpoint"):
