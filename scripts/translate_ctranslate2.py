@@ -37,27 +37,29 @@ def read_lines(path: str) -> list:
 
 
 def translate_lines(mt, lines: list, batch_size: int, progress: bool = True, **decoding) -> list:
-    """(text, tokens, score) per line, translated batch_size lines at a time, with a progress bar."""
+    """(text, tokens, score) per line, in input order, with a progress bar: the lines sorted by
+    length (as fairseq-generate batches them), batch_size at a time."""
     from tqdm import tqdm
     try:
-        mt.check(lines)  # every line before the first batch: an error comes before any output
+        _, tokens = mt.check(lines)  # every line before the first batch: an error comes before any output
     except PluginError as e:
-        raise _at_line(e, 0) from None
-    out = []
+        raise _at_line(e) from None
+    order = sorted(range(len(lines)), key=lambda i: len(tokens[i]))
+    out = [None] * len(lines)
     with tqdm(total=len(lines), unit="sent", file=sys.stderr, disable=not progress, desc="[translate]") as bar:
-        for start in range(0, len(lines), batch_size):
-            try:
-                out += mt.translate_scored(lines[start:start + batch_size], batch_size=batch_size, **decoding)
-            except PluginError as e:  # name the input line, not the sentence of the batch
-                raise _at_line(e, start) from None
-            bar.update(min(batch_size, len(lines) - start))
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            for i, result in zip(chunk, mt.translate_scored([lines[i] for i in chunk], batch_size=batch_size,
+                                                            **decoding)):
+                out[i] = result
+            bar.update(len(chunk))
     return out
 
 
-def _at_line(e: PluginError, start: int) -> PluginError:
-    """A per-sentence error of a batch starting at line index `start`, said by input line number."""
+def _at_line(e: PluginError) -> PluginError:
+    """A per-sentence error ("sentence I ...", I from 0) said by input line number (from 1)."""
     found = re.match(r"sentence (\d+) (.*)", str(e))
-    return PluginError(f"input line {start + int(found.group(1)) + 1} {found.group(2)}") if found else e
+    return PluginError(f"input line {int(found.group(1)) + 1} {found.group(2)}") if found else e
 
 
 def write(out, lines: list, results: list, fairseq_format: bool, mt) -> None:
