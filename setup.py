@@ -12,7 +12,7 @@ setup(
     python_requires=">=3.10",
     # Deliberately not listing fairseq: pip would resolve fairseq's torchaudio requirement.
     install_requires=["torch>=2.0", "sentencepiece", "sacrebleu>=2.0", "hydra-core==1.3.2",
-                      "omegaconf==2.3.0"],
+                      "omegaconf==2.3.0", "ctranslate2==4.8.5"],
     # scripts/*.py go on the venv PATH too (evalb.py, average_checkpoints.py, ...), with _standalone.py,
     # which the installed scripts that do not import fairseq load from beside them.
     scripts=sorted(glob("scripts/*.py")),

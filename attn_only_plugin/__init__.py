@@ -23,3 +23,4 @@ data_checks.install()
 
 from . import criterions, lr_scheduler, models, optim, tasks  # noqa: E402,F401  (registration)
 from .hub import load  # noqa: E402,F401  (Python API)
+from .hub_ctranslate2 import load_ctranslate2  # noqa: E402,F401  (Python API on a CTranslate2 export)

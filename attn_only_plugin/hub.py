@@ -75,8 +75,7 @@ class Translator:
             found = re.match(r"Size of sample #(\d+) is invalid \(=\((?:np\.int64\()?(\d+)", str(e))
             if not found:
                 raise
-            raise PluginError(f"sentence {found.group(1)} is {found.group(2)} tokens long (with </s>), more than "
-                              f"the model's {self.hub.max_positions[0]} source positions: split or shorten it") from None
+            raise too_long(int(found.group(1)), int(found.group(2)), self.hub.max_positions[0]) from None
         return out[0] if single else out
 
     def attention(self, sentence: str, target: Optional[str] = None):
@@ -101,6 +100,12 @@ class Translator:
         out["source_tokens"] = [self.hub.src_dict[i] for i in src.tolist()]
         out["target_tokens"] = [tgt_dict[i] for i in tgt.tolist()]
         return out
+
+
+def too_long(i: int, n: int, positions: int) -> PluginError:
+    """The error for sentence i of n tokens (</s> included) when the model has `positions` source positions."""
+    return PluginError(f"sentence {i} is {n} tokens long (with </s>), more than the model's {positions} source "
+                       "positions: split or shorten it")
 
 
 def _batch(sentences) -> list:

@@ -5,6 +5,7 @@
 #   average  : mean of the last N checkpoints (section 6.1)
 #   evaluate : beam 4, alpha 0.6, max length = input + 50 (section 6.1); sacreBLEU and
 #              the paper's tokenized, compound-split BLEU
+#   ctranslate2_compare : the model exported to CTranslate2 (float32, int8), BLEU and speed beside evaluate's
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${VENV:-$REPO/.venv}/bin/python"
 BIN="$(dirname "$PY")"
@@ -75,6 +76,40 @@ evaluate() {  # evaluate WORK CHECKPOINT SRC TGT CORPUS SPLIT [extra generate fl
   grep '^H-' "$work/generate.log" | sort -t- -k2 -n | cut -f3 >"$work/hyp.$tgt"
   say "sacreBLEU (detokenized) on $(wc -l <"$work/hyp.$tgt") sentences"
   "$PY" "$REPO/scripts/sacrebleu_detok.py" "$work/hyp.$tgt" "$corpus/$split.$tgt" | tee "$work/bleu.txt"
+}
+
+ctranslate2_compare() {  # ctranslate2_compare WORK CHECKPOINT SRC TGT CORPUS SPLIT (after evaluate)
+  # The checkpoint exported to CTranslate2 exactly (float32) and in int8 (docs/export.md), the split
+  # translated with evaluate's settings (beam 4, alpha 0.6, max length input + 50) on all cores;
+  # sacreBLEU and sentences/s of each next to fairseq-generate's, and how many hypotheses are its.
+  local work=$1 ckpt=$2 src=$3 tgt=$4 corpus=$5 split=$6 q flags
+  local threads; threads="$(nproc)"
+  for q in float32 int8; do
+    flags=(); [ "$q" = int8 ] && flags=(--quantization int8)
+    say "CTranslate2 $q: export, translate the $split split ($threads threads)"
+    "$PY" "$REPO/scripts/export_ctranslate2.py" "$ckpt" --data "$work/data-bin" --out "$work/ct2-$q" --force \
+        "${flags[@]}" 2>"$work/ct2-$q.err" || { tail -3 "$work/ct2-$q.err" >&2; exit 1; }
+    "$PY" "$REPO/scripts/translate_ctranslate2.py" "$work/ct2-$q" --spm-model "$work/spm/spm.model" \
+        --input "$corpus/$split.$src" --output "$work/hyp-ct2-$q.$tgt" --batch-size 64 \
+        --inter-threads 1 --intra-threads "$threads" --quiet 2>>"$work/ct2-$q.err" \
+      || { tail -3 "$work/ct2-$q.err" >&2; exit 1; }
+    "$PY" "$REPO/scripts/sacrebleu_detok.py" "$work/hyp-ct2-$q.$tgt" "$corpus/$split.$tgt" >"$work/bleu-ct2-$q.txt"
+  done
+  "$PY" - "$work" "$tgt" <<'PY' | tee "$work/speed.txt"
+import re, sys
+work, tgt = sys.argv[1:]
+bleu = lambda name: re.search(r"BLEU[^=]*= ([0-9.]+)", open(f"{work}/{name}").read()).group(1)
+hyp = lambda name: open(f"{work}/{name}", encoding="utf-8").read().splitlines()
+gen = re.search(r"Translated ([0-9,]+) sentences .* \(([0-9.]+) sentences/s", open(f"{work}/generate.err").read())
+reference = hyp(f"hyp.{tgt}")
+print("| decoder (beam 4, alpha 0.6) | sacreBLEU | sentences/s | hypotheses identical to fairseq-generate's |")
+print("|---|---|---|---|")
+print(f"| fairseq-generate | {bleu('bleu.txt')} | {gen.group(2)} | |")
+for q in ("float32", "int8"):
+    speed = re.search(r"\(([0-9.]+) sentences/s\)", open(f"{work}/ct2-{q}.err").read()).group(1)
+    same = sum(a == b for a, b in zip(hyp(f"hyp-ct2-{q}.{tgt}"), reference))
+    print(f"| CTranslate2 {q} | {bleu(f'bleu-ct2-{q}.txt')} | {speed} | {same} of {len(reference)} |")
+PY
 }
 
 train_paper() {  # train_paper WORK ARCH MAX_UPDATE SAVE_EVERY KEEP [extra fairseq-train flags]

@@ -24,7 +24,10 @@ does (almost no source padding; targets of a translation still vary in length, ~
   adam or paper_adam gives both models the same one;
 - generation: fairseq's SequenceGenerator, beam 4, lenpen 0.6, on the same sentences, the two
   models taking turns batch by batch: sentences/s and tokens/s (median of --repeats), and
-  whether both produce identical hypotheses.
+  whether both produce identical hypotheses; in the same turns our model exported to CTranslate2
+  (docs/export.md) in float32 and int8 (float16 and int8_float16 with --amp on CUDA), with
+  fairseq-generate's decoding settings, inter_threads 1 and intra_threads = torch's threads, and
+  how many of its hypotheses are the built-in's (--no-ctranslate2 leaves these out).
 Turns, not one model after the other: shared and virtual machines drift in speed by 10-30%
 within minutes, which one-after-the-other runs read as a difference between the models.
 Prints one table (ours, built-in, ratio) and writes JSON. A script, not a timed test.
@@ -334,46 +337,94 @@ def check_settings(updates, warmup, repeats, batch_size=None, n_gen=None, peak=N
         raise ValueError(f"--peak-tflops must be > 0, got {peak}: leave it out when the device's peak is not known")
 
 
-def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half=False):
+def ctranslate2_decoders(model, d, device, half, folder):
+    """{"ct2_<type>": a function translating a batch like SequenceGenerator.generate (token ids
+    with the final </s>)} for our model exported to CTranslate2, float32 and int8 (on CUDA with
+    half: float16 and int8_float16), with fairseq-generate's decoding settings."""
+    import ctranslate2
+    import torch
+    from attn_only_plugin.export.ctranslate2 import build_spec, model_info, save_spec
+    from attn_only_plugin.models.transformer import full_config
+    cfg = full_config(model.cfg)
+    state = {k: v.float().cpu() for k, v in model.state_dict().items()}
+    types = ("float16", "int8_float16") if half and device == "cuda" else ("float32", "int8")
+    decoders = {}
+    for kind in types:
+        out = Path(folder) / kind
+        save_spec(build_spec(cfg, state, d, d), out, None if kind == "float32" else kind, info=model_info(cfg))
+        translator = ctranslate2.Translator(str(out), device=device, compute_type=kind, inter_threads=1,
+                                            intra_threads=torch.get_num_threads() if device == "cpu" else 0)
+
+        def decode(src, translator=translator):
+            rows = [[d[i] for i in row.tolist() if i not in (d.pad(), d.eos())] for row in src]  # (B,) word lists
+            cap = min(int(src.size(1) + 50), cfg.max_target_positions - 1)  # fairseq's, max_len_a 1, max_len_b 50
+            results = translator.translate_batch(rows, beam_size=4, length_penalty=0.6, min_decoding_length=1,
+                                                 max_decoding_length=cap, max_input_length=0)
+            return [[d.index(w) for w in r.hypotheses[0]] + [d.eos()] for r in results]
+        decoders[f"ct2_{kind}"] = decode
+    return decoders
+
+
+def _rotation(names, k):
+    """Who goes when in turn k: each goes first in turn."""
+    k %= len(names)
+    return names[k:] + names[:k]
+
+
+def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half=False, ct2=True):
     """Beam-4 SequenceGenerator on the same sentences for both models (same weights; with half,
-    both in fp16, as fairseq-generate --fp16 runs them). The two take turns batch by batch (who
-    goes first alternates), so that a machine whose speed drifts slows both alike; each repeat
-    translates every sentence once with each model, and speeds are the medians over repeats."""
+    both in fp16, as fairseq-generate --fp16 runs them), and with ct2 our model exported to
+    CTranslate2 (ctranslate2_decoders). They take turns batch by batch (who goes first rotates),
+    so that a machine whose speed drifts slows all alike; each repeat translates every sentence
+    once with each, and speeds are the medians over repeats."""
+    import tempfile
+
     import torch
     from fairseq.sequence_generator import SequenceGenerator
     theirs, ours, d = build_pair(shape)
     models = {"fairseq": theirs, "ours": ours}
     models = {name: (m.half() if half else m).to(device).eval() for name, m in models.items()}
-    gens = {name: SequenceGenerator([m], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
+    gens = {name: (lambda src, lengths, m=m, g=SequenceGenerator([m], d, beam_size=4, len_penalty=0.6, max_len_a=1,
+                                                                    max_len_b=50):
+                   [h[0]["tokens"].tolist() for h in g.generate([m], {"net_input": {"src_tokens": src,
+                                                                                     "src_lengths": lengths}})])
             for name, m in models.items()}
+    folder = tempfile.TemporaryDirectory(prefix="benchmark-ct2-")
+    if ct2:
+        gens.update({name: (lambda src, lengths, f=f: f(src))
+                     for name, f in ctranslate2_decoders(ours, d, device, half, folder.name).items()})
     batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2, batching=batching)
-    seconds = {name: [0.0] * repeats for name in models}
-    hyps = {name: [] for name in models}
+    seconds = {name: [0.0] * repeats for name in gens}
+    hyps = {name: [] for name in gens}
     sync = _synchronizer(device)
-    with torch.no_grad():
+    with torch.no_grad(), folder:
         for r in range(repeats):
             for i, b in enumerate(batches):
-                sample = {"net_input": {"src_tokens": b["src"].to(device), "src_lengths": b["lengths"].to(device)}}
-                for name in _turns(r + i):
+                src, lengths = b["src"].to(device), b["lengths"].to(device)
+                for name in _rotation(list(gens), r + i):
                     t = time.perf_counter()
-                    out = gens[name].generate([models[name]], sample)
+                    out = gens[name](src, lengths)
                     sync()
                     seconds[name][r] += time.perf_counter() - t
                     if r == 0:
-                        hyps[name] += [h[0]["tokens"].tolist() for h in out]
+                        hyps[name] += out
     result = {}
-    for name in models:
+    for name in gens:
         s = statistics.median(seconds[name])
         result[name] = dict(sentences_per_s=len(hyps[name]) / s, tokens_per_s=sum(map(len, hyps[name])) / s)
+        if name.startswith("ct2_"):
+            result[name]["identical_sentences"] = sum(a == b for a, b in zip(hyps[name], hyps["fairseq"]))
     result["sentences"] = len(hyps["ours"])
     result["ratio_per_repeat"] = [f / o for f, o in zip(seconds["fairseq"], seconds["ours"])]
     result["identical_hypotheses"] = hyps["ours"] == hyps["fairseq"]
     result["identical_sentences"] = sum(a == b for a, b in zip(hyps["ours"], hyps["fairseq"]))
+    result["ctranslate2_threads"] = dict(inter_threads=1, intra_threads=torch.get_num_threads()) if ct2 else None
     return result
 
 
 def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=None, n_gen=None,
-        parts=("training", "generation"), batching="random", peak=None, optimizer="recipe", recompute=False):
+        parts=("training", "generation"), batching="random", peak=None, optimizer="recipe", recompute=False,
+        ct2=True):
     """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak)
     shape = PRESETS[preset]
@@ -406,7 +457,7 @@ def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_s
     if "generation" in parts:
         print(f"[benchmark] generation, beam 4{', fp16' if amp and device == 'cuda' else ''}", file=sys.stderr)
         gen = generation(shape, device, n_gen, max(1, batch_size // 2), batching, repeats,
-                         half=amp and device == "cuda")
+                         half=amp and device == "cuda", ct2=ct2)
     return dict(preset=preset, shape=shape, device=device, amp=amp, threads=int(os.environ.get("OMP_NUM_THREADS", 0)),
                 batching=batching, batch_size=batch_size, peak_tflops=peak, training=train, generation=gen)
 
@@ -419,9 +470,12 @@ def table(r) -> str:
         values.append(("training model GFLOP/s", t["ours"]["flops_per_s"] / 1e9, t["fairseq"]["flops_per_s"] / 1e9))
         values += [(name, t["ours"][key], t["fairseq"][key]) for name, key in
                    (("training step (ms, mean)", "step_ms"), ("of which optimizer (ms)", "optimizer_ms"))]
+    ct2 = [name for name in g if name.startswith("ct2_")] if g else []
     if g:
         values += [(name, g["ours"][key], g["fairseq"][key]) for name, key in
                    (("generation sentences/s", "sentences_per_s"), ("generation tokens/s", "tokens_per_s"))]
+        values += [(f"CTranslate2 {name[4:]} sentences/s", g[name]["sentences_per_s"], g["fairseq"]["sentences_per_s"])
+                   for name in ct2]
     lines = [f"preset {r['preset']} {r['shape']} on {r['device']}{' amp' if r['amp'] else ''}, {r['batching']} batches"
              f" of {r['batch_size']} sentences"]
     if t:
@@ -441,6 +495,12 @@ def table(r) -> str:
     if g:
         lines.append(f"identical beam-4 hypotheses: {g['identical_hypotheses']}"
                      f" ({g['identical_sentences']} of {g['sentences']} sentences)")
+        if ct2:
+            threads = g["ctranslate2_threads"]
+            lines.append("CTranslate2 (its sentences/s in the ours column; inter_threads "
+                         f"{threads['inter_threads']}, intra_threads {threads['intra_threads']}), hypotheses identical "
+                         "to the built-in's: " + ", ".join(f"{name[4:]} {g[name]['identical_sentences']} of "
+                                                           f"{g['sentences']}" for name in ct2))
     return "\n".join(lines)
 
 
@@ -470,6 +530,8 @@ def main(argv=None) -> None:
                         "built-in, paper_adam for ours); adam or paper_adam: that one for both (default: recipe)")
     p.add_argument("--checkpoint-activations", action="store_true",
                    help="also measure ours training with --checkpoint-activations (peak memory only)")
+    p.add_argument("--no-ctranslate2", action="store_true",
+                   help="leave out the CTranslate2 generation columns (they need the ctranslate2 package)")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
     try:
@@ -478,7 +540,7 @@ def main(argv=None) -> None:
         sys.exit(f"error: {e}")
     try:
         r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts,
-                a.batching, a.peak_tflops, a.optimizer, a.checkpoint_activations)
+                a.batching, a.peak_tflops, a.optimizer, a.checkpoint_activations, ct2=not a.no_ctranslate2)
     except WorkerError as e:
         sys.exit(f"error: {e}")
     print(table(r))

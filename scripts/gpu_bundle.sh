@@ -10,6 +10,13 @@
 #   export PYTHONPATH=$PWD/.gpu_bundle/site:$PWD
 #   python3 scripts/benchmark.py --preset big --device cuda --amp --updates 20 --out $OUT/big.json
 #
+# CTranslate2 (the benchmark's CTranslate2 columns, scripts/translate_ctranslate2.py): its wheel for
+# PYTHON_VERSION (CPU and CUDA, ~43 MB) goes into .gpu_bundle_ct2/, beside the bundle because both
+# together pass the device tool's 64 MiB per call: carry [".gpu_bundle_ct2"] in a second call on
+# the same warm machine (the first call's .gpu_bundle stays there) and unpack it into the bundle:
+#   python3 -m zipfile -e .gpu_bundle_ct2/ctranslate2-*.whl .gpu_bundle/site
+# Untested on a GPU so far (none was lent while this was written).
+#
 # What goes in .gpu_bundle/site (ignored by git; ~25 MB): fairseq's Python sources from this
 # checkout's .venv without its compiled extensions (the benchmark builds models and runs
 # SequenceGenerator; only fairseq-train's batching and fairseq-score's BLEU need the extensions),
@@ -21,6 +28,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY_VERSION="${1:-3.12}"
 VENV="${VENV:-$ROOT/.venv}"
 OUT="$ROOT/.gpu_bundle"
+OUT_CT2="$ROOT/.gpu_bundle_ct2"
 SITE="$(ls -d "$VENV"/lib/python3*/site-packages 2>/dev/null | head -1 || true)"
 if [ -z "$SITE" ] || [ ! -d "$SITE/fairseq" ]; then
   echo "error: no fairseq in $VENV: run 'bash scripts/install.sh' first (the bundle is copied from it)" >&2
@@ -40,6 +48,17 @@ echo "[gpu_bundle] bitarray $BITARRAY for Python $PY_VERSION (manylinux x86-64) 
     --python-version "$PY_VERSION" --implementation cp --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 "bitarray==$BITARRAY" \
   || { echo "error: no bitarray $BITARRAY wheel for Python $PY_VERSION: pass another version or check the network" >&2; exit 1; }
+
+CT2_VERSION="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("ctranslate2"))' 2>/dev/null || true)"
+if [ -n "$CT2_VERSION" ]; then
+  echo "[gpu_bundle] ctranslate2 $CT2_VERSION wheel for Python $PY_VERSION (manylinux x86-64) from PyPI" >&2
+  rm -rf "$OUT_CT2.tmp" && mkdir -p "$OUT_CT2.tmp"
+  "$VENV/bin/python" -m pip download -q --no-deps --only-binary=:all: -d "$OUT_CT2.tmp" \
+      --python-version "$PY_VERSION" --implementation cp --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 "ctranslate2==$CT2_VERSION" \
+    || { echo "error: no ctranslate2 $CT2_VERSION wheel for Python $PY_VERSION: pass another version or check the network" >&2; exit 1; }
+  rm -rf "$OUT_CT2" && mv "$OUT_CT2.tmp" "$OUT_CT2"
+fi
 
 rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
 echo "[gpu_bundle] ok: $OUT ($(du -sh "$OUT" | cut -f1)); on the device: export PYTHONPATH=\$PWD/.gpu_bundle/site:\$PWD" >&2

@@ -54,9 +54,11 @@ else
   "${PIP[@]}" "torch==$TORCH_VERSION"
 fi
 
-# What fairseq imports at start-up and during training (scikit-learn: an audio task imports it).
+# What fairseq imports at start-up and during training (scikit-learn: an audio task imports it),
+# and CTranslate2, the inference engine our models export to (docs/export.md; pinned: the export
+# writes its model format).
 RUNTIME=(numpy cython cffi regex tqdm bitarray sacrebleu "hydra-core==1.3.2" "omegaconf==2.3.0"
-         packaging scikit-learn sentencepiece pytest matplotlib setuptools wheel)
+         packaging scikit-learn sentencepiece pytest matplotlib setuptools wheel "ctranslate2==4.8.5")
 # One interpreter start checks them all (exact version where pinned).
 dist_missing() {
   "$PY" - "$@" <<'PY'

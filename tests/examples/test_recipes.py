@@ -26,10 +26,20 @@ def test_quickstart_pipeline_on_a_tiny_slice(tmp_path):
             lines = (EXAMPLES / "data" / "libreoffice_en_de" / f"{split}.{lang}").read_text().splitlines()[:n]
             (corpus / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
     work = tmp_path / "work"
-    proc = bash("quickstart.sh", dict(CORPUS=str(corpus), WORK=str(work), UPDATES="10", VOCAB="400"))
+    # OMP_WAIT_POLICY: CTranslate2's OpenMP threads wait without spinning, which on cores shared with
+    # other test runs would stall every step (speed only; the quickstart itself runs on quiet cores)
+    proc = bash("quickstart.sh", dict(CORPUS=str(corpus), WORK=str(work), UPDATES="10", VOCAB="400",
+                                      OMP_WAIT_POLICY="PASSIVE"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "BLEU" in (work / "bleu.txt").read_text() and "BLEU" in (work / "baseline.txt").read_text()
     assert len((work / "hyp.de").read_text().splitlines()) == sizes["test"]  # every test sentence
+    table = (work / "speed.txt").read_text().splitlines()  # the CTranslate2 step (issue 18)
+    assert [row.split(" | ")[0] for row in table[2:]] == ["| fairseq-generate", "| CTranslate2 float32",
+                                                         "| CTranslate2 int8"], table
+    assert all(row.endswith(f" of {sizes['test']} |") for row in table[3:]), table
+    for q in ("float32", "int8"):
+        assert len((work / f"hyp-ct2-{q}.de").read_text().splitlines()) == sizes["test"]
+        assert "BLEU" in (work / f"bleu-ct2-{q}.txt").read_text()
     png = (work / "loss.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (600, 400)
     import attn_only_plugin  # noqa: F401

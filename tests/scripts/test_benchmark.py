@@ -17,6 +17,11 @@ def test_tiny_benchmark_runs_and_hypotheses_match(cli, tmp_path):
     r = json.loads(out.read_text())
     assert r["generation"]["identical_hypotheses"] is True and len(r["generation"]["ratio_per_repeat"]) == 2
     assert r["generation"]["identical_sentences"] == r["generation"]["sentences"] == 4
+    # our model exported to CTranslate2, in the same turns (issue 18): its hypotheses are the built-in's
+    assert "CTranslate2 float32 sentences/s" in proc.stdout and "CTranslate2 int8 sentences/s" in proc.stdout
+    assert r["generation"]["ctranslate2_threads"]["inter_threads"] == 1
+    assert r["generation"]["ct2_float32"]["identical_sentences"] == 4
+    assert r["generation"]["ct2_float32"]["sentences_per_s"] > 0 and r["generation"]["ct2_int8"]["sentences_per_s"] > 0
     assert len(r["training"]["ratio_per_repeat"]) == 2  # both models trained in the one process, in turns
     # each with the optimizer its fairseq-train recipe names
     assert (r["training"]["ours"]["optimizer"], r["training"]["fairseq"]["optimizer"]) == ("paper_adam", "adam")
@@ -64,6 +69,10 @@ def test_generation_only(cli):
                "--batching", "sorted")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "generation sentences/s" in proc.stdout and "training tokens/s" not in proc.stdout
+    proc = cli("benchmark", "--preset", "tiny", "--generate", "2", "--batch-size", "2", "--parts", "generation",
+               "--repeats", "1", "--no-ctranslate2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "generation sentences/s" in proc.stdout and "CTranslate2" not in proc.stdout
 
 
 def test_batches_follow_fairseq_layout(script):

@@ -1,0 +1,19 @@
+"""Export of trained models to other inference engines: CTranslate2 (ctranslate2.py, docs/export.md).
+
+require_ctranslate2() is the one place that says, in one line, what to do when the engine is not
+installed; callers use it before importing export.ctranslate2, which imports the engine itself.
+"""
+from ..errors import PluginError
+
+CTRANSLATE2_VERSION = "4.8.5"  # the version scripts/install.sh pins; the export writes its format
+INFO_FILE = "attn_only_plugin.json"  # written beside CTranslate2's files: what the translator needs (position limits)
+
+
+def require_ctranslate2():
+    """The ctranslate2 module, or a PluginError saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise PluginError(f"ctranslate2 is not installed: run `bash scripts/install.sh` (or pip install "
+                          f"ctranslate2=={CTRANSLATE2_VERSION}) in this environment") from None
+    return ctranslate2

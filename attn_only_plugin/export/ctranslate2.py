@@ -1,0 +1,271 @@
+"""Exact export of our Transformer (section 3 of Vaswani et al. 2017) to CTranslate2's TransformerSpec.
+
+CTranslate2's spec expresses the model as it is, so the export computes the same function:
+- embeddings x sqrt(d_model) (section 3.4, `scale_embeddings`), one matrix stored once when shared
+  (the spec aliases equal variables); the pre-softmax matrix is the decoder's `projection`;
+- the position table (section 3.5's interleaved sinusoids, or the learned table of Table 3 row E)
+  goes in as `PositionEncoderSpec.encodings`, added at position 0 for the first token on both sides,
+  as ours. Left unset, CTranslate2 would generate another function ([sin | cos]): always set;
+- post-norm (the paper's LayerNorm(x + Sublayer(x))) or pre-norm with its final LayerNorm, eps 1e-5
+  (torch's, which modules/layers.py keeps); ReLU FFN (Eq. 2);
+- self-attention as one fused [W^Q | W^K | W^V] linear (our `qkv`), encoder-decoder attention as
+  W^Q then fused [W^K | W^V] (our `q`, `kv`), then W^O;
+- free d_k, d_v (Table 3 rows A, B): the spec has one head size, D = max(d_k, d_v). The narrower
+  per-head projections get zero rows (a zero query/key dimension adds 0 to q.k, a zero value
+  dimension gives a 0 output that W^O's zero columns ignore) and the query scale stays 1/sqrt(d_k)
+  (`queries_scale`), so the function is unchanged;
+- fairseq's decoding conventions: the source ends with </s> (`add_source_eos`), the decoder starts
+  from </s> (`decoder_start_token`), vocabularies are the dict.*.txt dictionaries in fairseq's
+  order (specials first, madeupword padding entries included).
+
+Tensor layout: weights as torch keeps them, (out_features, in_features); per-head rows of a
+projection are head-major, (h, d, d_model) flattened.
+"""
+import json
+import math
+import os
+import shutil
+import tempfile
+from argparse import Namespace
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import torch
+from ctranslate2.converters import Converter
+from ctranslate2.specs import transformer_spec
+from torch import Tensor
+
+from ..atomic import _umask
+from ..errors import PluginError
+from ..models.transformer import TransformerConfig, full_config, validate
+from ..modules.embedding import sinusoid_table
+from . import INFO_FILE
+
+LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, kept by modules/layers.py
+# CTranslate2's weight types for --quantization (None: as trained, float32)
+QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16",
+                 "float32")
+MODEL_NAME = "attn_only_transformer"
+
+
+def model_config(state: dict, path) -> TransformerConfig:
+    """Our model's config from a checkpoint's cfg.model (or legacy args), refusing other models."""
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+    cfg = state.get("cfg") or {}
+    m = (cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)) or state.get("args")
+    if m is None:
+        raise PluginError(f"{path} has no model config (cfg.model or args): export a checkpoint that fairseq-train "
+                          "or average_checkpoints.py wrote")
+    m = Namespace(**m) if isinstance(m, dict) else m
+    name = getattr(m, "_name", None) or getattr(m, "arch", None)
+    if ARCH_MODEL_NAME_REGISTRY.get(name, name) != MODEL_NAME:
+        raise PluginError(f"{path} holds a {name!r} model, not attn_only_plugin's: this exports models trained "
+                          "with --user-dir attn_only_plugin (a fairseq transformer: ctranslate2's own "
+                          "ct2-fairseq-converter)")
+    cfg = full_config(m)
+    validate(cfg)
+    return cfg
+
+
+def read_dictionaries(data, task_cfg) -> Tuple[object, object]:
+    """(source, target) fairseq Dictionaries from the data directory, with the checkpoint's language
+    pair or, when it did not store one, the pair fairseq infers from the data's file names."""
+    from fairseq.data import Dictionary
+    from fairseq.data.data_utils import infer_language_pair
+
+    from ..input_checks import check_data_dir
+    get = (lambda k: task_cfg.get(k)) if isinstance(task_cfg, dict) else (lambda k: getattr(task_cfg, k, None))
+    src, tgt = get("source_lang"), get("target_lang")
+    check_data_dir(str(data), src, tgt)
+    if src is None or tgt is None:
+        src, tgt = infer_language_pair(str(data))
+    return (Dictionary.load(os.path.join(data, f"dict.{src}.txt")),
+            Dictionary.load(os.path.join(data, f"dict.{tgt}.txt")))
+
+
+def _pad_heads(w: Tensor, h: int, d: int, D: int, dim: int = 0) -> Tensor:
+    """Per-head blocks of d rows (dim 0: a projection's weight or bias) or columns (dim 1: W^O),
+    each followed by D - d zeros."""
+    if d == D:
+        return w
+    if dim == 0:
+        blocks = w.reshape(h, d, -1)  # (h, d, d_model or 1)
+        blocks = torch.cat([blocks, blocks.new_zeros(h, D - d, blocks.size(2))], dim=1)  # (h, D, .)
+        return blocks.reshape(h * D, *w.shape[1:])  # (h D, d_model) or (h D,)
+    blocks = w.reshape(w.size(0), h, d)  # (d_model, h, d)
+    blocks = torch.cat([blocks, blocks.new_zeros(w.size(0), h, D - d)], dim=2)  # (d_model, h, D)
+    return blocks.reshape(w.size(0), h * D)  # (d_model, h D)
+
+
+class _Weights:
+    """Our state dict read into spec variables (numpy float32), with the head geometry."""
+
+    def __init__(self, sd: Dict[str, Tensor], cfg: TransformerConfig):
+        self.sd, self.h = sd, cfg.heads
+        self.d_k = cfg.d_k or cfg.d_model // cfg.heads
+        self.d_v = cfg.d_v or cfg.d_model // cfg.heads
+        self.D = max(self.d_k, self.d_v)  # CTranslate2's head_dim
+
+    def get(self, name: str) -> Tensor:
+        if name not in self.sd:
+            raise PluginError(f"the checkpoint has no parameter {name}, which its own model config implies: it is "
+                              "partial or was edited; export the checkpoint fairseq-train wrote")
+        return self.sd[name].detach().float()
+
+    def numpy(self, t: Tensor) -> np.ndarray:
+        """A copy: the spec's optimize() rewrites its arrays in place (int8 quantization), which
+        must never reach the weights of a model still in use."""
+        return np.array(t.numpy(), dtype=np.float32, order="C", copy=True)
+
+    def linear(self, spec, prefix: str):
+        spec.weight, spec.bias = self.numpy(self.get(prefix + ".weight")), self.numpy(self.get(prefix + ".bias"))
+
+    def norm(self, spec, prefix: str):
+        spec.gamma, spec.beta = self.numpy(self.get(prefix + ".weight")), self.numpy(self.get(prefix + ".bias"))
+
+    def projections(self, spec, prefix: str, sizes):
+        """A fused linear whose blocks (Q, K, V as `sizes` names them, each h d rows) are padded to D."""
+        for p in ("weight", "bias"):
+            blocks = self.get(f"{prefix}.{p}").split([self.h * d for d in sizes], dim=0)
+            padded = [_pad_heads(b, self.h, d, self.D) for b, d in zip(blocks, sizes)]
+            setattr(spec, p, self.numpy(torch.cat(padded, dim=0)))  # (h D per block, d_model)
+
+    def attention(self, spec, prefix: str, self_attention: bool):
+        """Section 3.2.2 into MultiHeadAttentionSpec: linear = [QKV, out] or [Q, KV, out]."""
+        if self_attention:
+            self.projections(spec.linear[0], prefix + ".qkv", [self.d_k, self.d_k, self.d_v])
+        else:
+            self.projections(spec.linear[0], prefix + ".q", [self.d_k])
+            self.projections(spec.linear[1], prefix + ".kv", [self.d_k, self.d_v])
+        out = spec.linear[-1]
+        out.weight = self.numpy(_pad_heads(self.get(prefix + ".out.weight"), self.h, self.d_v, self.D, dim=1))
+        out.bias = self.numpy(self.get(prefix + ".out.bias"))
+        if self.D != self.d_k:  # Eq. (1)'s 1 / sqrt(d_k), not 1 / sqrt(D)
+            spec.queries_scale = np.float32(1.0 / math.sqrt(self.d_k))
+
+
+def _positions(w: _Weights, cfg: TransformerConfig, side: str, n: int) -> np.ndarray:
+    if cfg.learned_pos:
+        return w.numpy(w.get(f"{side}.embed.positions.weight"))  # (P, d_model), position 0 first
+    return w.numpy(sinusoid_table(n, cfg.d_model))  # (P, d_model), section 3.5 interleaved
+
+
+def build_spec(cfg: TransformerConfig, sd: Dict[str, Tensor], src_dict, tgt_dict):
+    """The TransformerSpec of our model (config, state dict, fairseq dictionaries)."""
+    w = _Weights(sd, cfg)
+    for side, d, name in (("encoder", src_dict, "source"), ("decoder", tgt_dict, "target")):
+        rows = w.get(f"{side}.embed.tokens.weight").size(0)
+        if rows != len(d):
+            raise PluginError(f"the {name} dictionary does not match the checkpoint: it has {len(d)} entries but the "
+                              f"checkpoint's {side} embeddings {rows}; give the --data folder (dict.*.txt) the "
+                              "checkpoint was trained with")
+    head_dim = None if w.D * cfg.heads == cfg.d_model else w.D
+    encoder = transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.heads, pre_norm=cfg.pre_norm,
+                                                      head_dim=head_dim)
+    decoder = transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.heads, pre_norm=cfg.pre_norm,
+                                                      head_dim=head_dim)
+    for spec, side, n in ((encoder, "encoder", cfg.max_source_positions),
+                          (decoder, "decoder", cfg.max_target_positions)):
+        emb = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
+        emb.weight = w.numpy(w.get(f"{side}.embed.tokens.weight"))
+        spec.scale_embeddings = True  # x sqrt(d_model), section 3.4
+        spec.position_encodings.encodings = _positions(w, cfg, side, n)
+        if cfg.pre_norm:
+            w.norm(spec.layer_norm, f"{side}.final_norm")
+    for i, layer in enumerate(encoder.layer):
+        pre = f"encoder.layers.{i}"
+        w.attention(layer.self_attention, pre + ".self_attn", self_attention=True)
+        w.norm(layer.self_attention.layer_norm, pre + ".sub_attn.norm")
+        _ffn(w, layer.ffn, pre)
+    for i, layer in enumerate(decoder.layer):
+        pre = f"decoder.layers.{i}"
+        w.attention(layer.self_attention, pre + ".self_attn", self_attention=True)
+        w.norm(layer.self_attention.layer_norm, pre + ".sub_self.norm")
+        w.attention(layer.attention, pre + ".cross_attn", self_attention=False)
+        w.norm(layer.attention.layer_norm, pre + ".sub_cross.norm")
+        _ffn(w, layer.ffn, pre)
+    decoder.projection.weight = w.numpy(w.get("decoder.output_weight"))  # (|V|, d_model), no bias (section 3.4)
+    spec = transformer_spec.TransformerSpec(encoder, decoder)
+    spec.register_source_vocabulary(list(src_dict.symbols))
+    spec.register_target_vocabulary(list(tgt_dict.symbols))
+    spec.config.decoder_start_token = tgt_dict.eos_word  # fairseq's decoder input starts with </s>
+    spec.config.add_source_eos = True  # fairseq's source ends with </s>
+    spec.config.layer_norm_epsilon = LAYER_NORM_EPS
+    return spec
+
+
+def _ffn(w: _Weights, spec, prefix: str):
+    w.linear(spec.linear_0, prefix + ".ffn.w1")  # W_1, b_1 (Eq. 2)
+    w.linear(spec.linear_1, prefix + ".ffn.w2")  # W_2, b_2
+    w.norm(spec.layer_norm, prefix + ".sub_ffn.norm")
+
+
+class AttnOnlyConverter(Converter):
+    """ctranslate2 Converter for a checkpoint of ours and its data directory (dict.*.txt)."""
+
+    def __init__(self, checkpoint, data):
+        self.checkpoint, self.data = Path(checkpoint), Path(data)
+
+    def _load(self):
+        from ..safe_load import load_checkpoint, non_finite, non_finite_error
+        if not self.checkpoint.is_file():
+            raise PluginError(f"no checkpoint {self.checkpoint}: give a checkpoint file that fairseq-train (or "
+                              "average_checkpoints.py) wrote")
+        state = load_checkpoint(self.checkpoint)
+        cfg = model_config(state, self.checkpoint)
+        found = non_finite(state["model"])
+        if found is not None:
+            raise non_finite_error(self.checkpoint, found)
+        task = (state.get("cfg") or {}).get("task") if isinstance(state.get("cfg"), dict) else None
+        src_dict, tgt_dict = read_dictionaries(self.data, task or state.get("args") or {})
+        self.cfg = cfg
+        return build_spec(cfg, state["model"], src_dict, tgt_dict)
+
+
+def model_info(cfg: TransformerConfig, quantization: Optional[str] = None) -> dict:
+    """INFO_FILE's content: the longest source and target the position tables hold."""
+    return {"model": MODEL_NAME, "max_source_positions": cfg.max_source_positions,
+            "max_target_positions": cfg.max_target_positions, "quantization": quantization or "float32"}
+
+
+def save_spec(spec, out, quantization: Optional[str] = None, force: bool = False, info: Optional[dict] = None) -> Path:
+    """Write a spec (and `info` as INFO_FILE) to folder `out` atomically: into a temporary folder
+    beside it, renamed when complete; an existing `out` is refused unless force (then replaced only
+    once the new one is written)."""
+    out = Path(out)
+    if out.exists() and not force:
+        raise PluginError(f"{out} already exists: pass --force to replace it, or choose another --out")
+    if not out.resolve().parent.is_dir():
+        raise PluginError(f"the folder of {out} does not exist: create it first, or choose another --out")
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise PluginError(f"quantization {quantization!r} is not one of CTranslate2's: {', '.join(QUANTIZATIONS)}")
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    tmp = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        spec.save(str(tmp))
+        if info is not None:
+            (tmp / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
+        if out.exists():  # --force: the old folder goes only now that the new one is complete
+            old = tmp.with_name(tmp.name + ".old")
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def export(checkpoint, data, out, quantization: Optional[str] = None, force: bool = False) -> Path:
+    """Export checkpoint (with the dictionaries in data) to a CTranslate2 model folder `out`."""
+    out = Path(out)
+    if out.exists() and not force:  # before the (slow) load
+        raise PluginError(f"{out} already exists: pass --force to replace it, or choose another --out")
+    converter = AttnOnlyConverter(checkpoint, data)
+    spec = converter._load()
+    return save_spec(spec, out, quantization, force, model_info(converter.cfg, quantization))

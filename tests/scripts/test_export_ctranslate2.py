@@ -1,0 +1,224 @@
+"""scripts/export_ctranslate2.py and scripts/translate_ctranslate2.py on a tiny random-weight
+checkpoint (no training): the folder written atomically, refused when it exists unless --force;
+translation of a file, stdin and fairseq-generate's S-/H-/D- lines; bad input (issue 18, item 7)
+as one-line errors with nothing half-written."""
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers import ROOT, build_model  # noqa: E402
+
+import attn_only_plugin  # noqa: E402
+from attn_only_plugin.errors import PluginError  # noqa: E402
+
+pytest.importorskip("ctranslate2")
+DIGITS = [str(i) for i in range(10)]
+POSITIONS = 16  # the tiny model's source and target positions
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    """A checkpoint of ours as fairseq-train lays it out (cfg.model, cfg.task, model) and its data
+    folder (dict.src.txt, dict.tgt.txt: one joined dictionary of digits)."""
+    from fairseq.data import Dictionary
+    root = tmp_path_factory.mktemp("ckpt")
+    d = Dictionary()
+    for w in DIGITS:
+        d.add_symbol(w)
+    (root / "bin").mkdir()
+    for lang in ("src", "tgt"):
+        d.save(str(root / "bin" / f"dict.{lang}.txt"))
+    model = build_model(d, max_source_positions=POSITIONS, max_target_positions=POSITIONS)
+    cfg = dict(dataclasses.asdict(model.cfg), _name="transformer_base")
+    torch.save({"model": model.state_dict(), "args": None,
+                "cfg": {"model": cfg, "task": {"_name": "translation", "source_lang": "src", "target_lang": "tgt"}}},
+               root / "checkpoint.pt")
+    return root
+
+
+def export(*args):
+    from importlib.util import module_from_spec, spec_from_file_location
+    spec = spec_from_file_location("export_ctranslate2", ROOT / "scripts" / "export_ctranslate2.py")
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main([str(a) for a in args])
+
+
+def run_script(name, *args, stdin=None, prelude=""):
+    """python scripts/NAME.py ARGS, optionally after `prelude` Python lines in the same process."""
+    code = f"{prelude}\nimport runpy, sys\nsys.argv = {[name] + [str(a) for a in args]!r}\n" \
+           f"runpy.run_path({str(ROOT / 'scripts' / f'{name}.py')!r}, run_name='__main__')"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, input=stdin, timeout=300,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+
+
+def leftovers(folder: Path) -> list:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith((".tmp", ".old")))
+
+
+def test_export_writes_the_folder_atomically_and_refuses_an_existing_one(ckpt, tmp_path):
+    out = tmp_path / "ct2"
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", out)
+    assert {"model.bin", "config.json", "attn_only_plugin.json"} <= {p.name for p in out.iterdir()}
+    assert leftovers(tmp_path) == []
+    before = (out / "model.bin").read_bytes()
+    with pytest.raises(PluginError, match=f"{out} already exists: pass --force to replace it"):
+        export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", out, "--quantization", "int8")
+    assert (out / "model.bin").read_bytes() == before
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", out, "--quantization", "int8", "--force")
+    assert (out / "model.bin").read_bytes() != before and leftovers(tmp_path) == []
+    assert attn_only_plugin.load_ctranslate2(out).info["quantization"] == "int8"
+
+
+def test_an_export_that_fails_while_writing_leaves_nothing(ckpt, tmp_path, monkeypatch):
+    from ctranslate2.specs import TransformerSpec
+
+    def save_half(self, folder):
+        (Path(folder) / "model.bin").write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "old")
+    before = (tmp_path / "old" / "model.bin").read_bytes()
+    monkeypatch.setattr(TransformerSpec, "save", save_half)
+    for out, flags in ((tmp_path / "new", []), (tmp_path / "old", ["--force"])):
+        with pytest.raises(OSError, match="No space left"):
+            export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", out, *flags)
+    assert not (tmp_path / "new").exists() and leftovers(tmp_path) == []
+    assert (tmp_path / "old" / "model.bin").read_bytes() == before  # --force replaces only once complete
+
+
+def test_translate_a_file_stdin_and_fairseq_lines(ckpt, tmp_path):
+    out = tmp_path / "ct2"
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", out)
+    mt = attn_only_plugin.load_ctranslate2(out, compute_type="float32")
+    lines = ["1 2 3", "4 5 6 7 8", "9"]
+    expected = mt.translate(lines)
+    assert mt.translate(lines[0]) == expected[0] and all(isinstance(e, str) for e in expected)
+    (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
+    proc = run_script("translate_ctranslate2", out, "--input", tmp_path / "in.txt", "--output", tmp_path / "hyp.txt",
+                      "--batch-size", 2, "--compute-type", "float32")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "hyp.txt").read_text().splitlines() == expected
+    assert "3/3" in proc.stderr and "sentences/s" in proc.stderr  # the progress bar and the speed
+    proc = run_script("translate_ctranslate2", out, "--fairseq-format", "--quiet", "--compute-type", "float32",
+                      stdin="".join(line + "\n" for line in lines))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split("\t") for line in proc.stdout.splitlines()]
+    assert [r[0] for r in rows] == ["S-0", "H-0", "D-0", "S-1", "H-1", "D-1", "S-2", "H-2", "D-2"]
+    assert [r[1] for r in rows if r[0].startswith("S-")] == lines
+    assert [r[2] for r in rows if r[0].startswith("D-")] == expected
+    assert all(float(r[1]) <= 0 for r in rows if r[0].startswith("H-"))  # log2 P / |Y|^alpha
+
+
+# Bad input (issue 18, item 7): one line, nothing written ------------------------------------------
+
+def one_line_error(proc, text):
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.strip().splitlines() if not line.startswith("INFO:")]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and text in lines[0], proc.stderr[-2000:]
+
+
+def test_ctranslate2_missing(ckpt, tmp_path, monkeypatch):
+    hide = "import sys; sys.modules['ctranslate2'] = None  # as if not installed"
+    proc = run_script("export_ctranslate2", ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "o",
+                      prelude=hide)
+    one_line_error(proc, "ctranslate2 is not installed: run `bash scripts/install.sh` (or pip install "
+                   "ctranslate2==4.8.5)")
+    assert list(tmp_path.iterdir()) == []
+    proc = run_script("translate_ctranslate2", tmp_path / "o", stdin="1 2\n", prelude=hide)
+    one_line_error(proc, "ctranslate2 is not installed")
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)
+    with pytest.raises(PluginError, match="ctranslate2 is not installed"):
+        attn_only_plugin.load_ctranslate2(tmp_path)
+
+
+def test_a_checkpoint_that_is_not_ours(ckpt, tmp_path):
+    state = torch.load(ckpt / "checkpoint.pt", weights_only=True)
+    state["cfg"]["model"] = {"_name": "transformer", "arch": "transformer"}
+    torch.save(state, tmp_path / "builtin.pt")
+    with pytest.raises(PluginError, match="holds a 'transformer' model, not attn_only_plugin's: "
+                                          ".*ct2-fairseq-converter"):
+        export(tmp_path / "builtin.pt", "--data", ckpt / "bin", "--out", tmp_path / "o")
+    torch.save(torch.zeros(3), tmp_path / "tensor.pt")
+    with pytest.raises(PluginError, match="is not a fairseq checkpoint"):
+        export(tmp_path / "tensor.pt", "--data", ckpt / "bin", "--out", tmp_path / "o")
+    with pytest.raises(PluginError, match="no checkpoint .*nope.pt"):
+        export(tmp_path / "nope.pt", "--data", ckpt / "bin", "--out", tmp_path / "o")
+    assert not (tmp_path / "o").exists() and leftovers(tmp_path) == []
+
+
+def test_dictionaries_missing_or_not_the_checkpoints(ckpt, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PluginError, match=r"holds no fairseq-preprocess output \(no dict\.\*\.txt\)"):
+        export(ckpt / "checkpoint.pt", "--data", tmp_path / "empty", "--out", tmp_path / "o")
+    with pytest.raises(PluginError, match="data directory .* does not exist"):
+        export(ckpt / "checkpoint.pt", "--data", tmp_path / "nope", "--out", tmp_path / "o")
+    (tmp_path / "other").mkdir()
+    for lang in ("src", "tgt"):
+        (tmp_path / "other" / f"dict.{lang}.txt").write_text("a 5\nb 3\n")
+    with pytest.raises(PluginError, match="the source dictionary does not match the checkpoint: it has 6 entries but "
+                                          "the checkpoint's encoder embeddings 14"):
+        export(ckpt / "checkpoint.pt", "--data", tmp_path / "other", "--out", tmp_path / "o")
+    assert not (tmp_path / "o").exists() and leftovers(tmp_path) == []
+
+
+def test_sentencepiece_model_that_does_not_match_the_vocabulary(ckpt, tmp_path):
+    import sentencepiece as spm
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2")
+    for name, text in {"digits": "3 1 4 1 5 9 2 6 5 3 5 8 9 7 9 3 2 3 8 4 6 2 6 4 3 3 8 3 2 7 9 5 0 2 8 8\n",
+                       "words": "alpha beta gamma delta epsilon zeta theta kappa lambda\n"}.items():
+        (tmp_path / f"{name}.txt").write_text(text * 20)
+        spm.SentencePieceTrainer.train(input=str(tmp_path / f"{name}.txt"), model_prefix=str(tmp_path / name),
+                                       vocab_size=20, model_type="bpe", bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0,
+                                       minloglevel=2)
+    with pytest.raises(PluginError, match=f"sentencepiece model {tmp_path / 'words.model'} does not match the source "
+                                          f"vocabulary of {tmp_path / 'ct2'}: 10 of the dictionary's 10 entries"):
+        attn_only_plugin.load_ctranslate2(tmp_path / "ct2", spm_model=tmp_path / "words.model")
+    with pytest.raises(PluginError, match="no sentencepiece model at"):
+        attn_only_plugin.load_ctranslate2(tmp_path / "ct2", spm_model=tmp_path / "nope.model")
+    with pytest.raises(PluginError, match="is not a sentencepiece model"):
+        attn_only_plugin.load_ctranslate2(tmp_path / "ct2", spm_model=tmp_path / "words.txt")
+    mt = attn_only_plugin.load_ctranslate2(tmp_path / "ct2", spm_model=tmp_path / "digits.model")
+    assert isinstance(mt.translate("1 2 3"), str)  # the control: pieces that cover the vocabulary
+
+
+def test_input_longer_than_the_position_table(ckpt, tmp_path):
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2")
+    mt = attn_only_plugin.load_ctranslate2(tmp_path / "ct2")
+    fits, too_long = " ".join(["1"] * (POSITIONS - 1)), " ".join(["1"] * POSITIONS)
+    assert isinstance(mt.translate(fits), str)
+    with pytest.raises(PluginError, match=f"sentence 1 is {POSITIONS + 1} tokens long \\(with </s>\\), more than the "
+                                          f"model's {POSITIONS} source positions: split or shorten it"):
+        mt.translate([fits, too_long])
+    proc = run_script("translate_ctranslate2", tmp_path / "ct2", "--output", tmp_path / "hyp.txt", "--batch-size", 2,
+                      stdin=f"{fits}\n{fits}\n{too_long}\n")
+    one_line_error(proc, f"input line 3 is {POSITIONS + 1} tokens long (with </s>)")
+    assert not (tmp_path / "hyp.txt").exists()
+    proc = run_script("translate_ctranslate2", tmp_path / "ct2", stdin="1 2\n\n")
+    one_line_error(proc, "input line 2 is empty or whitespace only")
+
+
+def test_model_folder_device_and_compute_type(ckpt, tmp_path):
+    with pytest.raises(PluginError, match="no CTranslate2 model in .*: give the --out folder of"):
+        attn_only_plugin.load_ctranslate2(tmp_path)
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2")
+    os.remove(tmp_path / "ct2" / "attn_only_plugin.json")
+    with pytest.raises(PluginError, match="is a CTranslate2 model but not one scripts/export_ctranslate2.py wrote"):
+        attn_only_plugin.load_ctranslate2(tmp_path / "ct2")
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2", "--force")
+    import ctranslate2
+    if ctranslate2.get_cuda_device_count() == 0:
+        with pytest.raises(PluginError, match="device='cuda': this machine has no usable CUDA GPU"):
+            attn_only_plugin.load_ctranslate2(tmp_path / "ct2", device="cuda")
+    with pytest.raises(PluginError, match="CTranslate2 cannot load .* compute_type='int3'"):
+        attn_only_plugin.load_ctranslate2(tmp_path / "ct2", compute_type="int3")
+    mt = attn_only_plugin.load_ctranslate2(tmp_path / "ct2")
+    for bad, message in ((b"1 2", "sentences is bytes, not str"), ([""], "sentence 0 is empty"),
+                         ({"a": "1"}, "sentences is a dict"), (["1\u200b2"], "invisible character")):
+        with pytest.raises(PluginError, match=message):
+            mt.translate(bad)
