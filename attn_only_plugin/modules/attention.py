@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from .cache import append_to_cache, own_weights
 from .packing import Packing, packed, padded
 from .relative import RelativePositions
-from .window import position_mask, query_key_positions
+from .window import banded_attention, position_mask, query_key_positions, use_banded
 
 
 def scaled_dot_product_attention(
@@ -137,7 +137,7 @@ class MultiHeadAttention(nn.Module):
         if self.window is None and self.relative is None:
             y, w = scaled_dot_product_attention(q, k, v, mask, causal, p, need_weights)  # (B_s, h, g T, d_v)
         else:
-            y, w = self._positional_attention(q, k, v, mask, causal, p, need_weights, history)
+            y, w = self._positional_attention(q, k, v, mask, causal, p, need_weights, history, cache is not None)
         y = y.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h d_v): Concat(head_i)
         if w is not None and g > 1:
             w = w.view(B // g, self.h, g, T, -1).transpose(1, 2).reshape(B, self.h, T, -1)  # (B, h, T, S)
@@ -145,10 +145,14 @@ class MultiHeadAttention(nn.Module):
         return self.out(packed(y, packing)), w
 
     def _positional_attention(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool,
-                              p: float, need_weights: bool, history: Optional[Tensor]):
+                              p: float, need_weights: bool, history: Optional[Tensor], cached: bool):
         """Self-attention that depends on where queries and keys sit: a window (window.py) and/or
         relative positions (relative.py). Without a cache (causal or encoder) the window becomes
-        a mask; a decoding step's cache holds only the window already (append_to_cache's keep)."""
+        a mask, or on long inputs the banded computation; a decoding step's cache holds only the
+        window already (append_to_cache's keep)."""
+        if self.relative is None and not cached and not need_weights and use_banded(k.size(2), self.window):
+            key_mask = None if mask is None else mask[:, 0, 0, :]  # (B, S)
+            return banded_attention(q, k, v, self.window, causal, key_mask, p), None  # (B, h, T, d_v)
         q_pos, k_pos = query_key_positions(q.size(2), k.size(2), 1 if history is None else history.size(2), q.device)
         if history is None:  # else mask is the beam's additive history mask, within the window already
             mask = position_mask(mask, q_pos, k_pos, self.window, causal)  # (T, S) or (B, 1, T, S)
