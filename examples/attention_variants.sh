@@ -11,13 +11,6 @@
 # Results: $WORK/results.tsv (variant, seed, flags, commit, sacreBLEU); a finished run is not rerun.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
-bash "$REPO/scripts/install.sh"
-source "$REPO/examples/pipeline.sh"
-CORPUS="${CORPUS:-$REPO/examples/data/libreoffice_en_de}"
-WORK="${WORK:-$REPO/work/attention_variants}"
-UPDATES="${UPDATES:-2000}"
-mkdir -p "$WORK"
-
 declare -A FLAGS=(
   [full]=""                                                   # the paper: full self-attention, sinusoids (3.5)
   [window8]="--attention-window 8"                            # Table 1 row 4, r = 2R + 1 = 17 (encoder)
@@ -29,6 +22,12 @@ read -r -a variants <<<"${VARIANTS:-full window8 window4 relative8 relative8_onl
 for v in "${variants[@]}"; do
   if [ -z "${FLAGS[$v]+set}" ]; then echo "error: unknown variant $v: choose from ${!FLAGS[*]}" >&2; exit 1; fi
 done
+bash "$REPO/scripts/install.sh"
+source "$REPO/examples/pipeline.sh"
+CORPUS="${CORPUS:-$REPO/examples/data/libreoffice_en_de}"
+WORK="${WORK:-$REPO/work/attention_variants}"
+UPDATES="${UPDATES:-2000}"
+mkdir -p "$WORK"
 
 prepare "$CORPUS" en de "${VOCAB:-4000}" "$WORK"  # the quickstart's joint BPE vocabulary of 4000 (section 5.1 shrunk)
 for seed in ${SEEDS:-1}; do
