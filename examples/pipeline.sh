@@ -1,7 +1,8 @@
 # Shared steps of the paper's translation pipeline (sourced by the recipes in this folder).
 # Each recipe sets its variables, then calls these functions in order. Nothing here downloads.
 #   prepare  : joint sentencepiece (section 5.1) + fairseq-preprocess --joined-dictionary
-#   train    : fairseq-train with the paper's criterion, optimizer and schedule (section 5)
+#   train_quickstart : the quickstart's CPU-sized training (quickstart.sh, attention_variants.sh)
+#   train_paper      : fairseq-train with the paper's criterion, optimizer and schedule (section 5)
 #   average  : mean of the last N checkpoints (section 6.1)
 #   evaluate : beam 4, alpha 0.6, max length = input + 50 (section 6.1); sacreBLEU and
 #              the paper's tokenized, compound-split BLEU
@@ -41,6 +42,23 @@ prepare() {  # prepare CORPUS SRC TGT VOCAB WORK [MODEL_TYPE: bpe (default) or u
       --joined-dictionary --workers "$(nproc)" >"$5/preprocess.log" 2>&1 \
     || { tail -5 "$5/preprocess.log" >&2; exit 1; }
   rm -rf "$5/data-bin" && mv "$5/data-bin.tmp" "$5/data-bin"
+}
+
+train_quickstart() {  # train_quickstart DATA_BIN RUN UPDATES SEED [extra fairseq-train flags]: the quickstart's training
+  local data=$1 run=$2 updates=$3 seed=$4; shift 4
+  local every=$(( updates / 10 > 0 ? updates / 10 : 1 ))
+  "$BIN/fairseq-train" "$data" --user-dir "$REPO/attn_only_plugin" \
+      --arch transformer_base `# Table 3 base, shrunk below to fit a 2-core CPU` \
+      --encoder-layers 3 --decoder-layers 3 --d-model 128 --d-ff 512 --heads 4 `# N, d_model, d_ff, h` \
+      --dropout 0.0 `# P_drop: 0.1 in the paper (section 5.4); off for a 10-minute run that cannot overfit` \
+      --criterion paper_label_smoothed_ce --label-smoothing 0.1 `# section 5.4` \
+      --optimizer paper_adam `# section 5.3: Adam, beta_1 0.9, beta_2 0.98, epsilon 1e-9 (its defaults)` \
+      --lr-scheduler noam --warmup-updates 400 --lr-multiplier 0.5 `# section 5.3 formula; short warm-up, peak 2.2e-3` \
+      --max-tokens 2048 --max-update "$updates" `# ~1.5k target tokens per step: many small steps fit a CPU` \
+      --save-interval-updates "$every" --keep-interval-updates 5 --no-epoch-checkpoints `# section 6.1: last 5 averaged` \
+      --validate-interval-updates "$every" --validate-interval 1000 \
+      --save-dir "$run/checkpoints" --cpu --seed "$seed" --log-format simple --log-interval "$(( every < 50 ? every : 50 ))" \
+      "$@" 2>&1 | tee -a "$run/train.log" | grep --line-buffered -E "train_inner|valid on|done training|Error|error"
 }
 
 update_freq() {  # update_freq GPUS MAX_TOKENS: steps of ~25,000 source tokens (section 5.1)

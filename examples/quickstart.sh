@@ -19,25 +19,13 @@ source "$REPO/examples/pipeline.sh"
 CORPUS="${CORPUS:-$REPO/examples/data/libreoffice_en_de}"  # overridable for tests
 WORK="${WORK:-$REPO/work/quickstart}"
 UPDATES="${UPDATES:-2000}"
-SAVE_EVERY=$(( UPDATES / 10 > 0 ? UPDATES / 10 : 1 ))
 mkdir -p "$WORK"
 
 prepare "$CORPUS" en de "${VOCAB:-4000}" "$WORK"   # section 5.1 shrunk: a joint BPE vocabulary of 4000
 
 if [ -f "$WORK/checkpoints/checkpoint_last.pt" ]; then say "resuming from $WORK/checkpoints/checkpoint_last.pt"; fi
 say "training $UPDATES updates (progress every 50)"
-"$BIN/fairseq-train" "$WORK/data-bin" --user-dir "$REPO/attn_only_plugin" \
-    --arch transformer_base `# Table 3 base, shrunk below to fit a 2-core CPU` \
-    --encoder-layers 3 --decoder-layers 3 --d-model 128 --d-ff 512 --heads 4 `# N, d_model, d_ff, h` \
-    --dropout 0.0 `# P_drop: 0.1 in the paper (section 5.4); off for a 10-minute run that cannot overfit` \
-    --criterion paper_label_smoothed_ce --label-smoothing 0.1 `# section 5.4` \
-    --optimizer paper_adam `# section 5.3: Adam, beta_1 0.9, beta_2 0.98, epsilon 1e-9 (its defaults)` \
-    --lr-scheduler noam --warmup-updates 400 --lr-multiplier 0.5 `# section 5.3 formula; short warm-up, peak 2.2e-3` \
-    --max-tokens 2048 --max-update "$UPDATES" `# ~1.5k target tokens per step: many small steps fit a CPU` \
-    --save-interval-updates "$SAVE_EVERY" --keep-interval-updates 5 --no-epoch-checkpoints `# section 6.1: last 5 averaged` \
-    --validate-interval-updates "$SAVE_EVERY" --validate-interval 1000 \
-    --save-dir "$WORK/checkpoints" --cpu --seed 1 --log-format simple --log-interval "$(( SAVE_EVERY < 50 ? SAVE_EVERY : 50 ))" \
-    2>&1 | tee -a "$WORK/train.log" | grep --line-buffered -E "train_inner|valid on|done training|Error|error"
+train_quickstart "$WORK/data-bin" "$WORK" "$UPDATES" 1  # the model and settings: pipeline.sh
 
 average "$WORK/checkpoints" 5               # section 6.1: average the last 5 checkpoints
 evaluate "$WORK" "$WORK/checkpoints/checkpoint_avg.pt" en de "$CORPUS" test

@@ -78,6 +78,10 @@ def ours_model_cfg_to_fairseq(m) -> Namespace:
     if model != "attn_only_transformer":
         raise PluginError(f"this checkpoint's model is {model!r}, not attn_only_transformer: --to fairseq "
                           "converts our checkpoints (--to ours converts a fairseq transformer one)")
+    for flag in ("attention_window", "relative_positions"):  # docs/attention_variants.md
+        if _get(m, flag) is not None:
+            raise PluginError(f"this model uses --{flag.replace('_', '-')} {_get(m, flag)}, which fairseq's transformer "
+                              "cannot express (full self-attention, absolute positions only): it does not convert")
     if not _get(m, "learned_pos"):
         raise PluginError("this model uses section 3.5's sinusoids, which fairseq's transformer cannot express: "
                           "only models trained with --learned-pos convert")

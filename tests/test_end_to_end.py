@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = str(ROOT / "attn_only_plugin")
@@ -167,19 +168,56 @@ def test_shared_embeddings_need_joined_dictionary(tmp_path):
           "decoder", max_update=2)
 
 
-def test_hydra_yaml_config(data, tmp_path):
-    """The same model from fairseq-hydra-train and the commented YAML in examples/hydra."""
+@pytest.mark.parametrize("variant", [[], ["model.attention_window=2", "model.relative_positions=3",
+                                           "model.no_absolute_positions=true"]], ids=["paper", "variants"])
+def test_hydra_yaml_config(data, tmp_path, variant):
+    """The same model from fairseq-hydra-train and the commented YAML in examples/hydra; its
+    restricted self-attention and relative positions fields (docs/attention_variants.md) too."""
     run("fairseq-hydra-train", "--config-dir", ROOT / "examples" / "hydra", "--config-name", "transformer_base",
         f"task.data={data / 'bin'}", f"common.user_dir={PLUGIN}", "model.encoder_layers=1", "model.decoder_layers=1",
         "model.d_model=32", "model.d_ff=64", "model.heads=4", "optimization.max_update=3",
-        f"checkpoint.save_dir={tmp_path}", "common.cpu=true", f"hydra.run.dir={tmp_path / 'hydra'}")
+        f"checkpoint.save_dir={tmp_path}", "common.cpu=true", f"hydra.run.dir={tmp_path / 'hydra'}", *variant)
     import torch
     import attn_only_plugin  # noqa: F401  (safe loading of the checkpoint)
     state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
     assert state["cfg"]["model"]["_name"] == "attn_only_transformer" and state["cfg"]["model"]["d_model"] == 32
+    model = state["cfg"]["model"]
+    assert (model["attention_window"], model["relative_positions"], model["no_absolute_positions"]) == \
+        ((2, 3, True) if variant else (None, None, False))
+    assert ("encoder.layers.0.self_attn.relative.a_k" in state["model"]) == bool(variant)
     assert state["model"]["encoder.embed.tokens.weight"].shape[1] == 32
     group = state["last_optimizer_state"]["param_groups"][0]  # section 5.3, from the YAML's paper_adam
     assert state["cfg"]["optimizer"]["_name"] == "paper_adam" and group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9
+
+
+@pytest.mark.parametrize("flags", [["--attention-window", 2], ["--relative-positions", 2, "--no-absolute-positions"]],
+                         ids=["window", "relative"])
+def test_attention_variants_through_the_clis(data, tmp_path, flags):
+    """docs/attention_variants.md: fairseq-train, checkpoint averaging, fairseq-generate (beam 4),
+    fairseq-interactive, the Python API and its attention weights; the fairseq converter refuses."""
+    train(data / "bin", tmp_path, "--arch", "transformer_base", *TINY, "--warmup-updates", 10, *flags,
+          "--save-interval-updates", 2, "--no-epoch-checkpoints", max_update=4)
+    run("python", ROOT / "scripts" / "average_checkpoints.py", "--inputs", tmp_path / "checkpoint_1_2.pt",
+        tmp_path / "checkpoint_1_4.pt", "--output", tmp_path / "avg.pt")
+    gen = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", tmp_path / "avg.pt", "--beam", 4,
+              "--lenpen", 0.6, "--batch-size", 50, "--cpu", "--max-len-a", 1, "--max-len-b", 10)
+    assert sum(line.startswith("H-") for line in gen.stdout.splitlines()) == 100
+    inter = run("fairseq-interactive", data / "bin", "--user-dir", PLUGIN, "--path", tmp_path / "avg.pt",
+                "--beam", 4, "--cpu", "--max-len-b", 10, stdin="1 2 3 4 5 6\n")
+    assert sum(line.startswith("H-") for line in inter.stdout.splitlines()) == 1
+    import attn_only_plugin
+    mt = attn_only_plugin.load(tmp_path, checkpoint_file="avg.pt", data=data / "bin")
+    att = mt.attention("1 2 3 4 5 6", target="6 5 4 3 2 1")  # 7 source and 7 target positions with </s>
+    assert att["encoder"].shape[-2:] == (7, 7) and att["decoder"].shape[-2:] == (7, 7)
+    if "--attention-window" in flags:  # R = 2: nothing beyond 2 positions, and the decoder's only backwards
+        far = (torch.arange(7)[:, None] - torch.arange(7)[None, :]).abs() > 2
+        assert torch.all(att["encoder"][..., far] == 0) and torch.all(att["decoder"][..., far] == 0)
+    assert torch.all(att["decoder"].triu(diagonal=1) == 0)
+    proc = run("python", ROOT / "scripts" / "convert_checkpoint.py", "--to", "fairseq", tmp_path / "avg.pt",
+               tmp_path / "fs.pt", ok=False)
+    assert proc.returncode == 1 and not (tmp_path / "fs.pt").exists()
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: this model uses " + flags[0]) and "does not convert" in last
 
 
 def test_python_api_translates(data, tmp_path):

@@ -19,7 +19,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
 from ..modules.cache import (MAX_SHARED_BEAM, additive, history_mask, keeps_every_row, moved_rows, new_history,
-                             per_hypothesis, reorder_cache, reorder_history)
+                             per_hypothesis, reorder_cache, reorder_history, window_history_mask)
 from ..modules.packing import Packing, padded
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
@@ -87,7 +87,7 @@ def _layer_args(cfg) -> dict:
     return dict(d_model=cfg.d_model, d_ff=cfg.d_ff, h=cfg.heads, d_k=default if cfg.d_k is None else cfg.d_k,
                 d_v=default if cfg.d_v is None else cfg.d_v, dropout=cfg.dropout,
                 attention_dropout=cfg.attention_dropout, relu_dropout=cfg.relu_dropout,
-                pre_norm=cfg.pre_norm)
+                pre_norm=cfg.pre_norm, window=cfg.attention_window, relative=cfg.relative_positions)
 
 
 class Encoder(FairseqEncoder, Stack):
@@ -96,7 +96,8 @@ class Encoder(FairseqEncoder, Stack):
     def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding):
         super().__init__(dictionary)
         self.padding_idx = dictionary.pad()
-        self.embed = TransformerEmbedding(embed_tokens, cfg.max_source_positions, cfg.learned_pos, cfg.dropout)
+        self.embed = TransformerEmbedding(embed_tokens, cfg.max_source_positions, cfg.learned_pos, cfg.dropout,
+                                          absolute=not cfg.no_absolute_positions)
         self.layers = nn.ModuleList(EncoderLayer(**_layer_args(cfg)) for _ in range(cfg.encoder_layers))
         self._setup_stack(cfg, "encoder")
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
@@ -157,7 +158,9 @@ class Decoder(FairseqIncrementalDecoder, Stack):
     def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding, output_weight: Optional[Tensor] = None):
         super().__init__(dictionary)
         self.padding_idx = dictionary.pad()
-        self.embed = TransformerEmbedding(embed_tokens, cfg.max_target_positions, cfg.learned_pos, cfg.dropout)
+        self.embed = TransformerEmbedding(embed_tokens, cfg.max_target_positions, cfg.learned_pos, cfg.dropout,
+                                          absolute=not cfg.no_absolute_positions)
+        self.window = cfg.attention_window  # restricted self-attention: its caches keep R + 1 steps
         self.layers = nn.ModuleList(DecoderLayer(**_layer_args(cfg), index=i) for i in range(cfg.decoder_layers))
         self._setup_stack(cfg, "decoder")
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
@@ -198,7 +201,8 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         key_mask, history = ~memory_pad, None  # (B_s, S) True = real source token
         if cache is not None:  # one step: additive masks, made once for all layers (cache.additive)
             key_mask = additive(key_mask, x.dtype)  # (B_s, S) 0 or -inf
-            history = self._history_mask(cache, prev_output_tokens.size(0), memory, step)
+            history = (self._history_mask if self.window is None else self._window_history_mask)(
+                cache, prev_output_tokens.size(0), memory, step)
             history = None if history is None else additive(history, x.dtype)  # (B_s, 1, g, E)
         attn, cross_all, self_all = None, [], []
         with self.saved_tensors_place():
@@ -234,6 +238,18 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         if table is None:
             return None
         cache["beam.history"], mask = history_mask(table, step)
+        return mask
+
+    def _window_history_mask(self, cache, B: int, memory: Tensor, step: int) -> Optional[Tensor]:
+        """_history_mask under a window R: the table holds the last R + 1 steps' entries, as the
+        caches do (cache.window_history_mask)."""
+        table, g = cache.get("beam.history"), B // memory.size(0)
+        starts = step == 0 and 1 < g <= MAX_SHARED_BEAM
+        if not starts and table is None:
+            return None
+        keep = (self.window + 1) * g
+        cache["beam.history"], mask = window_history_mask(None if starts else table, memory.size(0), g, keep,
+                                                          memory.device)
         return mask
 
     def output_layer(self, features: Tensor) -> Tensor:

@@ -70,6 +70,16 @@ class TransformerConfig(FairseqNames):
     alignment_layer: int = field(default=-1, metadata={
         "help": "decoder layer whose encoder-decoder attention (mean over heads) gives "
                 "--print-alignment alignments; -1 = last"})
+    attention_window: Optional[int] = field(default=None, metadata={
+        "help": "R: self-attention restricted to positions within R of the query (encoder, both sides) "
+                "or the query and its R predecessors (decoder); default full (Table 1's restricted row, "
+                "section 4; docs/attention_variants.md)"})
+    relative_positions: Optional[int] = field(default=None, metadata={
+        "help": "K: Shaw et al. (2018) relative position representations clipped at distance K in every "
+                "self-attention layer; default off (docs/attention_variants.md)"})
+    no_absolute_positions: bool = field(default=False, metadata={
+        "help": "no positional encoding added to the embeddings (section 3.5's sinusoids or --learned-pos "
+                "dropped); for use with --relative-positions"})
 
 
 def full_config(cfg) -> TransformerConfig:
@@ -99,6 +109,10 @@ def validate(cfg: TransformerConfig) -> None:
     for name in ("encoder_layerdrop", "decoder_layerdrop"):
         if not 0.0 <= getattr(cfg, name) < 1.0:
             raise PluginError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(cfg, name)}")
+    for name in ("attention_window", "relative_positions"):  # None: off
+        if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
+            raise PluginError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}: leave it out for "
+                              + ("full self-attention" if name == "attention_window" else "no relative positions"))
     if not -1 <= cfg.alignment_layer < cfg.decoder_layers:
         raise PluginError(f"--alignment-layer must be a decoder layer, 0 to {cfg.decoder_layers - 1}, or -1 for the "
                           f"last, got {cfg.alignment_layer}")

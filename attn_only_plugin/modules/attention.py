@@ -14,6 +14,8 @@ from torch import Tensor, nn
 from .cache import append_to_cache, own_weights
 from .dropout import retain_at_inference
 from .packing import Packing, packed, padded
+from .relative import RelativePositions
+from .window import banded_attention, position_mask, query_key_positions, use_banded
 
 
 def scaled_dot_product_attention(
@@ -55,14 +57,20 @@ class MultiHeadAttention(nn.Module):
     alike, docs/quality.md): each of W^Q, W^K, W^V, a (d_model, h d_k) block even where fused,
     Xavier-uniform with gain 1/sqrt(2); their biases nn.Linear's default, uniform in
     +-1/sqrt(d_model); W^O Xavier-uniform, its bias 0.
+
+    Self-attention only, beyond the paper: `window` R restricts it to a neighbourhood (Table 1's
+    fourth row, window.py) and `relative` K adds Shaw et al. (2018)'s relative position
+    representations (relative.py).
     """
 
     def __init__(self, d_model: int, h: int, d_k: int, d_v: int, dropout: float = 0.0,
-                 self_attention: bool = True, cache_key: str = "attn"):
+                 self_attention: bool = True, cache_key: str = "attn", window: Optional[int] = None,
+                 relative: Optional[int] = None):
         super().__init__()
         self.h, self.d_k, self.d_v, self.dropout = h, d_k, d_v, dropout
         self.apply_during_inference = False  # --retain-dropout (dropout.py)
-        self.self_attention, self.cache_key = self_attention, cache_key
+        self.self_attention, self.cache_key, self.window = self_attention, cache_key, window
+        self.relative = RelativePositions(relative, d_k, d_v) if relative else None
         if self_attention:
             self.qkv = nn.Linear(d_model, h * (2 * d_k + d_v))  # [W^Q | W^K | W^V]
         else:
@@ -115,8 +123,9 @@ class MultiHeadAttention(nn.Module):
                 g = history.size(2)
                 k, v = (z.reshape(-1, g, self.h, z.size(-1) // self.h).transpose(1, 2) for z in (k, v))  # (B_s, h, g, d)
                 mask = history
-            if cache is not None:
-                k, v = append_to_cache(cache.get(kk), k), append_to_cache(cache.get(vk), v)  # (B, h, S_past + T, d)
+            if cache is not None:  # a window keeps its last R + 1 steps: (B, h, S_past + T, d) at most
+                keep = None if self.window is None else (self.window + 1) * k.size(2)
+                k, v = append_to_cache(cache.get(kk), k, keep), append_to_cache(cache.get(vk), v, keep)
                 cache[kk], cache[vk] = k, v
         else:
             q = padded(self.q(x), packing)  # (B, T, h d_k)
@@ -130,9 +139,28 @@ class MultiHeadAttention(nn.Module):
         g = B // k.size(0)  # queries' rows per key row: 1, or the beam sharing a sentence's memory
         q = q.view(B // g, g * T, self.h, self.d_k).transpose(1, 2)  # (B_s, h, g T, d_k)
         p = self.dropout if self.training or self.apply_during_inference else 0.0
-        y, w = scaled_dot_product_attention(q, k, v, mask, causal, p, need_weights)  # (B_s, h, g T, d_v)
+        if self.window is None and self.relative is None:
+            y, w = scaled_dot_product_attention(q, k, v, mask, causal, p, need_weights)  # (B_s, h, g T, d_v)
+        else:
+            y, w = self._positional_attention(q, k, v, mask, causal, p, need_weights, history, cache is not None)
         y = y.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h d_v): Concat(head_i)
         if w is not None and g > 1:
             w = w.view(B // g, self.h, g, T, -1).transpose(1, 2).reshape(B, self.h, T, -1)  # (B, h, T, S)
             w = w if history is None else own_weights(w, history)  # (B, h, 1, t + 1)
         return self.out(packed(y, packing)), w
+
+    def _positional_attention(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool,
+                              p: float, need_weights: bool, history: Optional[Tensor], cached: bool):
+        """Self-attention that depends on where queries and keys sit: a window (window.py) and/or
+        relative positions (relative.py). Without a cache (causal or encoder) the window becomes
+        a mask, or on long inputs the banded computation; a decoding step's cache holds only the
+        window already (append_to_cache's keep)."""
+        if self.relative is None and not cached and not need_weights and use_banded(k.size(2), self.window):
+            key_mask = None if mask is None else mask[:, 0, 0, :]  # (B, S)
+            return banded_attention(q, k, v, self.window, causal, key_mask, p), None  # (B, h, T, d_v)
+        q_pos, k_pos = query_key_positions(q.size(2), k.size(2), 1 if history is None else history.size(2), q.device)
+        if history is None:  # else mask is the beam's additive history mask, within the window already
+            mask = position_mask(mask, q_pos, k_pos, self.window, causal)  # (T, S) or (B, 1, T, S)
+        if self.relative is not None:
+            return self.relative(q, k, v, q_pos, k_pos, mask, p, need_weights)  # (B_s, h, g T, d_v)
+        return scaled_dot_product_attention(q, k, v, mask, False, p, need_weights)

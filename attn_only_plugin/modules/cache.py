@@ -32,40 +32,46 @@ MAX_SHARED_BEAM = 12
 
 
 def spare_positions(cached: Tensor) -> int:
-    """How many positions `cached` (B, h, S, d) can grow by in place: C - S when it is the
-    [:, :, :S] view of a contiguous (B, h, C, d) buffer made by append_to_cache or reorder_cache,
-    else 0. Growing in place assumes one decoding continues from a cache dict (as fairseq's
-    generators do), not two continuations from the same one."""
+    """How many positions `cached` (B, h, S, d) can grow by in place: C - o - S when it is the
+    [:, :, o:o + S] view of a contiguous (B, h, C, d) buffer made by append_to_cache or
+    reorder_cache (o > 0 once a windowed cache dropped its oldest positions), else 0. Growing in
+    place assumes one decoding continues from a cache dict (as fairseq's generators do), not two
+    continuations from the same one."""
     B, h, S, d = cached.shape
     C = cached.stride(1) // d if d else 0
+    o = cached.storage_offset() // d if d else 0
     ours = (cached.stride(3) == 1 and cached.stride(2) == d and cached.stride(1) == C * d
-            and cached.stride(0) == h * C * d and cached.storage_offset() == 0
+            and cached.stride(0) == h * C * d and cached.storage_offset() == o * d
             and cached.untyped_storage().nbytes() >= B * h * C * d * cached.element_size())
-    return C - S if ours and C > S else 0
+    return C - o - S if ours and C > o + S else 0
 
 
 def _tracks_grad(*tensors: Optional[Tensor]) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
-def append_to_cache(cached: Optional[Tensor], new: Tensor) -> Tensor:
+def append_to_cache(cached: Optional[Tensor], new: Tensor, keep: Optional[int] = None) -> Tensor:
     """Self-attention keys or values of earlier steps (B, h, S, d) followed by the new ones
     (B, h, T, d): written into the spare room of the buffer behind `cached` when it has some (no
     copy of the S cached positions, unlike torch.cat), else into a new buffer with room for
     CACHE_CHUNK more steps of T (a beam's g entries per step in the shared layout). Returns the
-    (B, h, S + T, d) view."""
+    (B, h, S + T, d) view, or with `keep` (restricted self-attention, window.py) its last `keep`
+    positions: the buffer then never holds more than keep + CACHE_CHUNK T positions."""
     if _tracks_grad(cached, new):  # autograd: no writes into buffers that earlier steps saved
-        return new if cached is None else torch.cat([cached, new], dim=2)  # (B, h, S + T, d)
+        grown = new if cached is None else torch.cat([cached, new], dim=2)  # (B, h, S + T, d)
+        return grown if keep is None else grown[:, :, -keep:]
     B, h, T, d = new.shape
+    if cached is not None and keep is not None and spare_positions(cached) < T:
+        cached = cached[:, :, max(0, cached.size(2) + T - keep):]  # only these move to the new buffer
     S = 0 if cached is None else cached.size(2)
     if cached is not None and spare_positions(cached) >= T:
-        grown = cached.as_strided((B, h, S + T, d), cached.stride())  # (B, h, S + T, d) view of the buffer
+        grown = cached.as_strided((B, h, S + T, d), cached.stride(), cached.storage_offset())  # view of the buffer
     else:
         grown = new.new_empty(B, h, S + T + CACHE_CHUNK * T, d)[:, :, :S + T]  # (B, h, S + T, d) view of (B, h, C, d)
         if cached is not None:
             grown[:, :, :S] = cached
     grown[:, :, S:] = new
-    return grown
+    return grown if keep is None else grown[:, :, -keep:]  # (B, h, min(S + T, keep), d)
 
 
 def moved_rows(order: Tensor) -> Optional[Tensor]:
@@ -113,6 +119,19 @@ def history_mask(history: Tensor, step: int) -> Tuple[Tensor, Tensor]:
     slots = torch.arange(g, device=history.device)
     history[:, slots, step * g + slots] = True
     return history, history[:, None, :, :E]  # (B_s, 1, g, E)
+
+
+def window_history_mask(history: Optional[Tensor], sentences: int, g: int, keep: int,
+                        device) -> Tuple[Tensor, Tensor]:
+    """history_mask for restricted self-attention (window.py), whose shared cache holds only the
+    last `keep` entries: this step's g entries (slot j's own is j) are appended to the table
+    (None at the first step) and the oldest dropped exactly as append_to_cache drops them from
+    the keys and values, so table and cache stay entry for entry aligned. Returns the table
+    (B_s, g, E) and the mask (B_s, 1, g, E), E <= keep."""
+    own = torch.eye(g, dtype=torch.bool, device=device).expand(sentences, g, g)  # (B_s, g, g): this step's entries
+    table = append_to_cache(None if history is None else history[..., None], own[..., None], keep)  # (B_s, g, E, 1)
+    table = table.squeeze(-1)  # (B_s, g, E)
+    return table, table[:, None]  # (B_s, 1, g, E)
 
 
 def additive(mask: Tensor, dtype: torch.dtype) -> Tensor:

@@ -36,17 +36,21 @@ class TransformerEmbedding(nn.Module):
     (fairseq's default) gets the same encodings as an unpadded one. learned=True replaces the
     sinusoids with a learned table (Table 3 row E). The token table is passed in so that it can
     be shared between encoder, decoder and the pre-softmax projection (section 3.4).
+    absolute=False adds no positional encoding at all (--no-absolute-positions, for relative
+    positions in the attention instead, modules/relative.py).
     """
 
-    def __init__(self, tokens: nn.Embedding, max_positions: int, learned: bool, dropout: float):
+    def __init__(self, tokens: nn.Embedding, max_positions: int, learned: bool, dropout: float,
+                 absolute: bool = True):
         super().__init__()
         d_model = tokens.embedding_dim
         self.tokens, self.padding_idx = tokens, tokens.padding_idx
         self.scale, self.max_positions = math.sqrt(d_model), max_positions
-        self.positions = nn.Embedding(max_positions, d_model) if learned else None
-        if learned:
+        self.positions = nn.Embedding(max_positions, d_model) if learned and absolute else None
+        self.absolute = absolute
+        if self.positions is not None:
             nn.init.normal_(self.positions.weight, mean=0.0, std=d_model ** -0.5)
-        else:
+        elif absolute:
             self.register_buffer("pe", sinusoid_table(max_positions, d_model), persistent=False)
         self.dropout = Dropout(dropout)
 
@@ -64,5 +68,7 @@ class TransformerEmbedding(nn.Module):
                 f"sequence of {last} positions exceeds the model's maximum of {self.max_positions}: "
                 "shorten or filter the input (--skip-invalid-size-inputs-valid-test) or train with "
                 "larger --max-source-positions / --max-target-positions")
-        pe = self.positions(pos) if self.positions is not None else self.pe[pos]  # (B, T, d_model)
-        return self.dropout(packed(self.scale * self.tokens(tokens) + pe, packing))  # (B, T, d_model) or (N, d_model)
+        x = self.scale * self.tokens(tokens)  # (B, T, d_model)
+        if self.absolute:
+            x = x + (self.positions(pos) if self.positions is not None else self.pe[pos])  # (B, T, d_model)
+        return self.dropout(packed(x, packing))  # (B, T, d_model) or (N, d_model)

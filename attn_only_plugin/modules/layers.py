@@ -34,11 +34,13 @@ class SublayerConnection(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Section 3.1: multi-head self-attention, then the position-wise FFN, each wrapped."""
+    """Section 3.1: multi-head self-attention, then the position-wise FFN, each wrapped.
+    window and relative: restricted self-attention and relative positions (attention.py)."""
 
-    def __init__(self, d_model, d_ff, h, d_k, d_v, dropout, attention_dropout, relu_dropout, pre_norm):
+    def __init__(self, d_model, d_ff, h, d_k, d_v, dropout, attention_dropout, relu_dropout, pre_norm,
+                 window=None, relative=None):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, attention_dropout, window=window, relative=relative)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, relu_dropout)
         self.sub_attn = SublayerConnection(d_model, dropout, pre_norm)
         self.sub_ffn = SublayerConnection(d_model, dropout, pre_norm)
@@ -55,10 +57,10 @@ class DecoderLayer(nn.Module):
     """Section 3.1: masked self-attention, encoder-decoder attention, FFN, each wrapped."""
 
     def __init__(self, d_model, d_ff, h, d_k, d_v, dropout, attention_dropout, relu_dropout, pre_norm,
-                 index: int = 0):
+                 window=None, relative=None, index: int = 0):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, attention_dropout,
-                                            self_attention=True, cache_key=f"{index}.self")
+        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, attention_dropout, self_attention=True,
+                                            cache_key=f"{index}.self", window=window, relative=relative)
         self.cross_attn = MultiHeadAttention(d_model, h, d_k, d_v, attention_dropout,
                                              self_attention=False, cache_key=f"{index}.cross")
         self.ffn = PositionwiseFeedForward(d_model, d_ff, relu_dropout)

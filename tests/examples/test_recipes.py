@@ -115,3 +115,10 @@ def test_quality_recipe_on_a_tiny_slice(tmp_path):
     assert [len((work / "raw" / f"{s}.en").read_text().splitlines()) for s in ("test", "valid", "train")] == [10, 10, 320]
     assert "| alike/ours |" in (work / "quality.txt").read_text()
     assert (work / "runs" / "alike-builtin-seed1" / "result.json").exists()
+
+
+def test_attention_variants_refuses_an_unknown_variant():
+    """examples/attention_variants.sh checks its VARIANTS before installing or training anything."""
+    proc = bash("attention_variants.sh", {"VARIANTS": "full window5"})
+    assert proc.returncode == 1 and proc.stderr.strip().startswith("error: unknown variant window5: choose from")
+    assert "relative8_only" in proc.stderr and not proc.stdout

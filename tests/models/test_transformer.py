@@ -57,6 +57,26 @@ def test_d_k_d_v_below_one_refused_not_read_as_default(dictionary, flag, value):
     assert m.cfg.d_k is None and m.encoder.layers[0].self_attn.qkv.weight.shape == (3 * 32, 32)
 
 
+@pytest.mark.parametrize("flag,value,rest", [("attention_window", 0, "full self-attention"),
+                                             ("relative_positions", -1, "no relative positions")])
+def test_window_and_relative_below_one_refused(dictionary, flag, value, rest):
+    with pytest.raises(PluginError, match=re.escape(
+            f"--{flag.replace('_', '-')} must be >= 1, got {value}: leave it out for {rest}")):
+        build_model(dictionary, **{flag: value})
+
+
+def test_relative_positions_are_per_layer_and_absolute_ones_can_go(dictionary):
+    """a^K (2K + 1, d_k) and a^V (2K + 1, d_v) in every self-attention layer, none in
+    encoder-decoder attention; --no-absolute-positions adds no encoding to the embeddings."""
+    model = build_model(dictionary, relative_positions=3, no_absolute_positions=True, d_v=5)
+    names = {n: tuple(p.shape) for n, p in model.named_parameters() if ".relative." in n}
+    assert names == {f"{side}.layers.{i}.self_attn.relative.{a}": (7, 8 if a == "a_k" else 5)
+                     for side in ("encoder", "decoder") for i in range(2) for a in ("a_k", "a_v")}
+    tokens = torch.tensor([[5, 6, 5, 6]])
+    x = model.encoder.embed(tokens)
+    assert torch.equal(x[0, 0], x[0, 2])  # the same token at two positions: the same vector
+
+
 def test_sharing_is_three_way(dictionary):
     m = build_model(dictionary)
     assert m.encoder.embed.tokens.weight is m.decoder.embed.tokens.weight is m.decoder.output_weight
@@ -68,11 +88,33 @@ def _full_lprobs(model, src, prev):
     return torch.log_softmax(out, -1)  # (B, T, V)
 
 
+# restricted self-attention and relative positions (docs/attention_variants.md): R = 1 and K = 1
+# are shorter than the test sentences, so every window and clipping is exercised
+VARIANTS = [dict(attention_window=1), dict(attention_window=2), dict(relative_positions=1),
+            dict(relative_positions=2, no_absolute_positions=True),
+            dict(attention_window=2, relative_positions=1, learned_pos=True)]
+
+
 @pytest.mark.parametrize("pre_norm,learned,grad", [(False, False, True), (True, True, True), (False, False, False)])
 def test_cached_decoding_equals_full(dictionary, pre_norm, learned, grad):
     """grad=False is generation's setting (torch.no_grad): caches grow in place in their buffers."""
     with torch.set_grad_enabled(grad):
         _check_cached_decoding(build_model(dictionary, pre_norm=pre_norm, learned_pos=learned), dictionary)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(f"{k}={v[k]}" for k in v))
+@pytest.mark.parametrize("grad", [True, False])
+def test_variants_cached_decoding_equals_full(dictionary, variant, grad):
+    """With a window or relative positions, one row per hypothesis: every step equals the full
+    pass through the reorders, and a window's caches keep only its R + 1 steps."""
+    model = build_model(dictionary, **variant)
+    with torch.set_grad_enabled(grad):
+        _check_cached_decoding(model, dictionary)
+        src, prev = random_batch(dictionary, B=2, T=8)
+        _, state = _decode_with_reorders(model, src, prev, model.encoder(src), {4: torch.tensor([1, 0])})
+    R = variant.get("attention_window")
+    cache = model.decoder.get_incremental_state(state, "cache")
+    assert cache["1.self.v"].size(2) == (8 if R is None else R + 1)
 
 
 def _check_cached_decoding(model, dictionary):
@@ -159,11 +201,13 @@ def test_training_under_float16_autocast(dictionary):
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
 
 
-def test_beam_shares_encoder_rows_and_equals_full(dictionary):
+@pytest.mark.parametrize("variant", [{}] + VARIANTS, ids=lambda v: "-".join(f"{k}={v[k]}" for k in v) or "paper")
+def test_beam_shares_encoder_rows_and_equals_full(dictionary, variant):
     """SequenceGenerator's orders: expand 2 sentences to beam 3, reorder within the beams, drop the
     first sentence. The encoder output and encoder-decoder keys/values stay one row per sentence
-    (no copies), and every step equals the full pass over per-hypothesis copies of the source."""
-    model = build_model(dictionary)
+    (no copies), and every step equals the full pass over per-hypothesis copies of the source.
+    A window's shared cache and history table keep only its last R + 1 steps."""
+    model = build_model(dictionary, **variant)
     src, prev = random_batch(dictionary, B=2)
     with torch.no_grad():
         _, enc, src, prev = _beam_start(model, dictionary, src, prev, g=3, differ_from=2)  # hypotheses 0-2, 3-5
@@ -173,14 +217,18 @@ def test_beam_shares_encoder_rows_and_equals_full(dictionary):
         cache = model.decoder.get_incremental_state(state, "cache")
         assert enc["encoder_out"][0].size(0) == cache["0.cross.k"].size(0) == 1 and int(enc["beam"][0]) == 3
         # self-attention keys too: one row per sentence, 3 entries per step (modules/cache.py)
-        assert cache["0.self.k"].shape[:3] == (1, 4, 3 * prev.size(1)) and cache["beam.history"].shape[:2] == (1, 3)
+        steps = prev.size(1) if "attention_window" not in variant else variant["attention_window"] + 1
+        assert cache["0.self.k"].shape[:3] == (1, 4, 3 * steps) and cache["beam.history"].shape[:2] == (1, 3)
+        if "attention_window" in variant:
+            assert cache["beam.history"].size(2) == 3 * steps
 
 
-def test_beam_reorder_moves_no_keys_and_a_broken_beam_falls_back(dictionary):
+@pytest.mark.parametrize("variant", [{}] + VARIANTS[1:2], ids=["paper", "window"])
+def test_beam_reorder_moves_no_keys_and_a_broken_beam_falls_back(dictionary, variant):
     """Within the beams a reorder leaves every self-attention key and value where it is (same
     buffer, same contents); an order that mixes sentences within a beam turns the shared cache into
     one row per hypothesis; every step still equals the full pass."""
-    model = build_model(dictionary)
+    model = build_model(dictionary, **variant)
     src, prev = random_batch(dictionary, B=2, T=7)
     with torch.no_grad():
         expand, enc, src, prev = _beam_start(model, dictionary, src, prev, g=3, differ_from=1)

@@ -4,7 +4,7 @@ import torch
 
 from attn_only_plugin.modules.cache import (CACHE_CHUNK, append_to_cache, history_mask, moved_rows, new_history,
                                             own_weights, per_hypothesis, reorder_cache, reorder_history,
-                                            spare_positions)
+                                            spare_positions, window_history_mask)
 
 
 def test_cache_grows_in_place_and_reorders_with_one_copy():
@@ -94,3 +94,22 @@ def test_masked_entries_change_nothing():
         for j, path in enumerate(([0, 3, 4], [0, 2, 5])):
             alone, _ = scaled_dot_product_attention(q[:, :, j:j + 1], k[:, :, path], v[:, :, path])
             assert torch.allclose(y[:, :, j:j + 1], alone, atol=1e-6)
+
+
+def test_a_windowed_cache_keeps_its_last_positions_in_a_bounded_buffer():
+    """keep = R + 1 (window.py): the view is the last keep positions, grown in place while the
+    buffer has room, and a new buffer takes only those: never more than keep + CACHE_CHUNK."""
+    steps = [torch.full((2, 1, 1, 3), float(i)) for i in range(3 * CACHE_CHUNK)]  # (B, h, 1, d) per step
+    cache, buffers = None, set()
+    with torch.no_grad():
+        for i, new in enumerate(steps):
+            cache = append_to_cache(cache, new, keep=3)
+            assert cache[0, 0, :, 0].tolist() == [float(j) for j in range(max(0, i - 2), i + 1)]
+            assert cache.untyped_storage().nbytes() <= 2 * (3 + CACHE_CHUNK) * 3 * 4
+            buffers.add(cache.untyped_storage().data_ptr())
+    assert len(buffers) <= 4  # a copy of 3 positions every CACHE_CHUNK steps, not one per step
+    table, mask = window_history_mask(None, 1, 2, 4, "cpu")  # beam of 2, keep 2 steps = 4 entries
+    table = reorder_history(table, None, torch.tensor([[1, 1]]))
+    for _ in range(2):
+        table, mask = window_history_mask(table, 1, 2, 4, "cpu")
+    assert mask[0, 0].int().tolist() == [[1, 0, 1, 0], [0, 1, 0, 1]]

@@ -10,7 +10,7 @@ from conftest import SCRIPTS
 
 # every script that does not import the attn_only_plugin package (and with it fairseq)
 STANDALONE = ["bleu_compound_split", "compare_quality", "evalb", "plot_loss", "prepare_libreoffice",
-              "sacrebleu_detok", "shuffle_split", "spm_prepare", "training_flops"]
+              "sacrebleu_detok", "shuffle_split", "spm_prepare", "table1", "training_flops"]
 UNEXPECTED = "unexpected: rerun with ATTN_ONLY_TRACEBACK=1 for the traceback and report it"
 
 # Runs a script as `python scripts/NAME.py a b` would, with a failure nobody foresaw injected where
