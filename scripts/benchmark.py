@@ -35,6 +35,7 @@ process that fails ends the benchmark with its one-line error (ATTN_ONLY_TRACEBA
 traceback too), one that dies with its exit status.
 """
 import argparse
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -444,6 +445,10 @@ def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_s
         train["ratio_per_repeat"] = [o / f for o, f in zip(train["ours"]["tokens_per_s_per_repeat"],
                                                            train["fairseq"]["tokens_per_s_per_repeat"])]
     gen = {}
+    if ct2 and "generation" in parts and importlib.util.find_spec("ctranslate2") is None:
+        print("[benchmark] ctranslate2 is not installed: no CTranslate2 columns (bash scripts/install.sh; on a GPU "
+              "machine the wheel in .gpu_bundle_ct2/, docs/speed.md)", file=sys.stderr)
+        ct2 = False
     if "generation" in parts:
         print(f"[benchmark] generation, beam 4{', fp16' if amp and device == 'cuda' else ''}", file=sys.stderr)
         gen = generation(shape, device, n_gen, max(1, batch_size // 2), batching, repeats,
