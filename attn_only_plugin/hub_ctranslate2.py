@@ -84,8 +84,13 @@ class CTranslate2Translator:
         self.translator, self.sp, self.info = translator, sp, info
 
     def translate(self, sentences: Union[str, List[str]], beam: int = 4, lenpen: float = 0.6,
-                  max_len_a: float = 1.0, max_len_b: int = 50, batch_size: int = 32):
-        """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50."""
+                  max_len_a: float = 1.0, max_len_b: int = 50, batch_size: int = 32, **unsupported):
+        """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50. fairseq's
+        other generation options (sampling, nbest, ...) are load()'s only: refused in one line."""
+        if unsupported:
+            raise PluginError(f"translate() of a CTranslate2 export takes beam, lenpen, max_len_a, max_len_b and "
+                              f"batch_size, not {', '.join(sorted(unsupported))}: use attn_only_plugin.load() "
+                              "for fairseq's other generation options")
         single = isinstance(sentences, str)
         out = [text for text, _, _ in self.translate_scored([sentences] if single else sentences, beam, lenpen,
                                                             max_len_a, max_len_b, batch_size)]

@@ -37,6 +37,7 @@ process that fails ends the benchmark with its one-line error (ATTN_ONLY_TRACEBA
 traceback too), one that dies with its exit status.
 """
 import argparse
+import importlib
 import json
 import multiprocessing as mp
 import os
@@ -422,6 +423,14 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
     return result
 
 
+def _importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
 def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=None, n_gen=None,
         parts=("training", "generation"), batching="random", peak=None, optimizer="recipe", recompute=False,
         ct2=True):
@@ -454,6 +463,10 @@ def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_s
         train["ratio_per_repeat"] = [o / f for o, f in zip(train["ours"]["tokens_per_s_per_repeat"],
                                                            train["fairseq"]["tokens_per_s_per_repeat"])]
     gen = {}
+    if ct2 and "generation" in parts and not _importable("ctranslate2"):
+        print("[benchmark] ctranslate2 is not installed: no CTranslate2 columns (bash scripts/install.sh; on a GPU "
+              "machine the wheel in .gpu_bundle_ct2/, docs/speed.md)", file=sys.stderr)
+        ct2 = False
     if "generation" in parts:
         print(f"[benchmark] generation, beam 4{', fp16' if amp and device == 'cuda' else ''}", file=sys.stderr)
         gen = generation(shape, device, n_gen, max(1, batch_size // 2), batching, repeats,

@@ -75,6 +75,23 @@ def test_generation_only(cli):
     assert "generation sentences/s" in proc.stdout and "CTranslate2" not in proc.stdout
 
 
+def test_generation_without_ctranslate2_installed(tmp_path):
+    """A GPU machine with only the bundle: the CTranslate2 columns are left out, with a line saying why."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    (tmp_path / "ctranslate2.py").write_text("raise ImportError('No module named ctranslate2')\n")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "scripts/benchmark.py", "--preset", "tiny", "--generate", "2",
+                           "--batch-size", "2", "--parts", "generation", "--repeats", "1"], cwd=root,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONWARNINGS="ignore"),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ctranslate2 is not installed: no CTranslate2 columns" in proc.stderr
+    assert "generation sentences/s" in proc.stdout and "CTranslate2" not in proc.stdout
+
+
 def test_batches_follow_fairseq_layout(script):
     """Left-padded sources, right-padded targets, prev_output_tokens = eos + target without its
     eos; "sorted" batches have no source pads and targets of varying length, like fairseq's."""

@@ -222,3 +222,6 @@ def test_model_folder_device_and_compute_type(ckpt, tmp_path):
                          ({"a": "1"}, "sentences is a dict"), (["1\u200b2"], "invisible character")):
         with pytest.raises(PluginError, match=message):
             mt.translate(bad)
+    with pytest.raises(PluginError, match="takes beam, lenpen, max_len_a, max_len_b and batch_size, not "
+                                          "sampling: use attn_only_plugin.load"):
+        mt.translate("1 2", sampling=True)
