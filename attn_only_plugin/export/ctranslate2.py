@@ -14,6 +14,11 @@ CTranslate2's spec expresses the model as it is, so the export computes the same
   per-head projections get zero rows (a zero query/key dimension adds 0 to q.k, a zero value
   dimension gives a 0 output that W^O's zero columns ignore) and the query scale stays 1/sqrt(d_k)
   (`queries_scale`), so the function is unchanged;
+- Shaw et al. (2018)'s relative positions (`--relative-positions K`, our modules/relative.py) as the
+  spec's `relative_position_keys` / `_values` (2K + 1 rows, shared by the heads, padded to D like
+  the heads); CTranslate2 then adds no position table, so a model must have been trained with
+  `--no-absolute-positions` to export with them. Restricted self-attention (`--attention-window`)
+  has no equivalent in CTranslate2's encoder-decoder spec and is refused;
 - fairseq's decoding conventions: the source ends with </s> (`add_source_eos`), the decoder starts
   from </s> (`decoder_start_token`), vocabularies are the dict.*.txt dictionaries in fairseq's
   order (specials first, madeupword padding entries included).
@@ -143,6 +148,10 @@ class _Weights:
         out.bias = self.numpy(self.get(prefix + ".out.bias"))
         if self.D != self.d_k:  # Eq. (1)'s 1 / sqrt(d_k), not 1 / sqrt(D)
             spec.queries_scale = np.float32(1.0 / math.sqrt(self.d_k))
+        if hasattr(spec, "relative_position_keys"):  # Shaw et al. (2018) Eq. (3)-(4): (2K + 1, D) each
+            a_k, a_v = self.get(prefix + ".relative.a_k"), self.get(prefix + ".relative.a_v")  # (2K + 1, d_k/d_v)
+            spec.relative_position_keys = self.numpy(_pad_heads(a_k, 1, self.d_k, self.D, dim=1))
+            spec.relative_position_values = self.numpy(_pad_heads(a_v, 1, self.d_v, self.D, dim=1))
 
 
 def _positions(w: _Weights, cfg: TransformerConfig, side: str, n: int) -> np.ndarray:
@@ -151,8 +160,23 @@ def _positions(w: _Weights, cfg: TransformerConfig, side: str, n: int) -> np.nda
     return w.numpy(sinusoid_table(n, cfg.d_model))  # (P, d_model), section 3.5 interleaved
 
 
+def check_expressible(cfg: TransformerConfig) -> None:
+    """Refuse, in one line, the options CTranslate2's TransformerSpec cannot compute exactly."""
+    if cfg.attention_window is not None:
+        raise PluginError(f"--attention-window {cfg.attention_window} (restricted self-attention) has no equivalent in "
+                          "CTranslate2's encoder-decoder model: translate this model with fairseq-generate")
+    if cfg.relative_positions is not None and not cfg.no_absolute_positions:
+        raise PluginError(f"--relative-positions {cfg.relative_positions} with the sinusoids: CTranslate2 uses relative "
+                          "positions only without a position table; export a model trained with "
+                          "--no-absolute-positions, or translate this one with fairseq-generate")
+    if cfg.no_absolute_positions and cfg.relative_positions is None:
+        raise PluginError("--no-absolute-positions without --relative-positions: CTranslate2 always adds positions "
+                          "unless relative ones replace them; translate this model with fairseq-generate")
+
+
 def build_spec(cfg: TransformerConfig, sd: Dict[str, Tensor], src_dict, tgt_dict):
     """The TransformerSpec of our model (config, state dict, fairseq dictionaries)."""
+    check_expressible(cfg)
     w = _Weights(sd, cfg)
     for side, d, name in (("encoder", src_dict, "source"), ("decoder", tgt_dict, "target")):
         rows = w.get(f"{side}.embed.tokens.weight").size(0)
@@ -161,16 +185,18 @@ def build_spec(cfg: TransformerConfig, sd: Dict[str, Tensor], src_dict, tgt_dict
                               f"checkpoint's {side} embeddings {rows}; give the --data folder (dict.*.txt) the "
                               "checkpoint was trained with")
     head_dim = None if w.D * cfg.heads == cfg.d_model else w.D
+    relative = cfg.relative_positions is not None  # then the spec has no position table
     encoder = transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.heads, pre_norm=cfg.pre_norm,
-                                                      head_dim=head_dim)
+                                                      head_dim=head_dim, relative_position=relative)
     decoder = transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.heads, pre_norm=cfg.pre_norm,
-                                                      head_dim=head_dim)
+                                                      head_dim=head_dim, relative_position=relative)
     for spec, side, n in ((encoder, "encoder", cfg.max_source_positions),
                           (decoder, "decoder", cfg.max_target_positions)):
         emb = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
         emb.weight = w.numpy(w.get(f"{side}.embed.tokens.weight"))
         spec.scale_embeddings = True  # x sqrt(d_model), section 3.4
-        spec.position_encodings.encodings = _positions(w, cfg, side, n)
+        if not relative:
+            spec.position_encodings.encodings = _positions(w, cfg, side, n)
         if cfg.pre_norm:
             w.norm(spec.layer_norm, f"{side}.final_norm")
     for i, layer in enumerate(encoder.layer):

@@ -3,6 +3,7 @@ CTranslate2's score_batch log-probabilities equal ours to 1e-4 for every variant
 then a checkpoint of each architecture, an averaged one among them); on a trained model,
 load_ctranslate2's beam-4 hypotheses are fairseq-generate's for every test sentence; an int8
 export loads and translates."""
+import re
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from helpers import ROOT, build_model, make_dictionary  # noqa: E402
 from toy_training import BIN, PLUGIN, run, toy_data, train_args  # noqa: E402
 
 import attn_only_plugin  # noqa: E402
+from attn_only_plugin.errors import PluginError  # noqa: E402
 from attn_only_plugin.models.transformer import full_config  # noqa: E402
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -74,6 +76,9 @@ VARIANTS = {
     "d_k < d_v": dict(d_k=6, d_v=10),
     "d_k > d_v": dict(d_k=12, d_v=5),
     "h d_k != d_model": dict(d_model=30, heads=4, d_k=9, d_v=9),
+    "relative positions K=3, no sinusoids": dict(relative_positions=3, no_absolute_positions=True),
+    "relative positions, d_k < d_v, pre-norm": dict(relative_positions=2, no_absolute_positions=True, d_k=6, d_v=10,
+                                                    pre_norm=True),
 }
 
 
@@ -90,6 +95,17 @@ def test_score_batch_equals_our_log_probs(tmp_path, overrides):
     cfg = full_config(model.cfg)
     save_spec(build_spec(cfg, model.state_dict(), src_dict, tgt_dict), tmp_path / "ct2", info=model_info(cfg))
     assert largest_difference(tmp_path / "ct2", model, src_dict, tgt_dict) < TOLERANCE
+
+
+@pytest.mark.parametrize("overrides, refused", [
+    (dict(attention_window=2), "--attention-window 2 (restricted self-attention) has no equivalent"),
+    (dict(relative_positions=3), "--relative-positions 3 with the sinusoids"),
+], ids=["window", "relative with sinusoids"])
+def test_what_ctranslate2_cannot_compute_is_refused_in_one_line(overrides, refused):
+    d = make_dictionary(20)
+    model = build_model(d, **overrides)
+    with pytest.raises(PluginError, match=re.escape(refused)):
+        build_spec(full_config(model.cfg), model.state_dict(), d, d)
 
 
 def test_the_position_table_is_what_makes_it_exact(tmp_path):
