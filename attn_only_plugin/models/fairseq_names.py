@@ -4,8 +4,9 @@ A `fairseq-train` command written for `--arch transformer` (`--encoder-embed-dim
 --encoder-ffn-embed-dim 2048 --share-all-embeddings ...`) runs with `--user-dir attn_only_plugin
 --arch transformer_base` unchanged. The paper's model has one d_model, d_ff, h, norm placement
 and kind of positions for the encoder and the decoder (section 3.1, Table 3), so an encoder and a
-decoder alias that disagree, a one-sided --encoder/--decoder-normalize-before or -learned-pos, and
-an alias that disagrees with the paper-named flag also given are refused in one line.
+decoder alias that disagree, a one-sided flag that fairseq would not apply to both sides (any but
+--encoder-embed-dim and --encoder-ffn-embed-dim, from which fairseq derives the decoder's), and an
+alias that disagrees with the paper-named flag also given are refused in one line.
 
 On the command line the aliases are mapped before the architecture's preset (as fairseq's own
 presets read them), so `--arch transformer_big --encoder-embed-dim 512` is a 512-wide big model
@@ -74,10 +75,14 @@ def to_paper_names(get: Callable, put: Callable, given: Callable) -> None:
         if len(set(said.values())) > 1:
             raise PluginError(f"{_flag(enc, said[enc])} and {_flag(dec, said[dec])} differ: the paper's model has one "
                               f"{SYMBOL[ours]} for the encoder and decoder; give one value (or {_flag(ours)})")
-        if isinstance(value, bool) and len(said) == 1:
+        if len(said) == 1 and (isinstance(value, bool) or first == dec or ours == "heads"):
+            # fairseq derives only the decoder's sizes from the encoder's (--encoder-embed-dim and
+            # --encoder-ffn-embed-dim alone set both, as here); any other one-sided flag leaves
+            # fairseq's other side at its own default, a model with two values that ours cannot hold
             other = dec if first == enc else enc
-            raise PluginError(f"{_flag(first)} without {_flag(other)}: our model cannot hold the encoder and decoder "
-                              f"apart here; give both (or {_flag(ours)}) or neither")
+            raise PluginError(f"{_flag(first, value)} without {_flag(other)}: fairseq's transformer keeps the other "
+                              f"side at its default, and our model has one {SYMBOL[ours]} for both; give both "
+                              f"(or {_flag(ours)}) or neither")
         _set(ours, value, first, value, get, put, given)
     for ours, alias in SINGLE.items():
         if get(alias) is not None:

@@ -66,6 +66,9 @@ def test_aliases_do_not_override_presets():
     (["--encoder-embed-dim", "256", "--d-model", "512"], "--encoder-embed-dim 256 disagrees with --d-model 512"),
     (["--activation-dropout", "0.1", "--relu-dropout", "0"], "--activation-dropout 0.1 disagrees with --relu-dropout"),
     (["--encoder-normalize-before"], "--encoder-normalize-before without --decoder-normalize-before"),
+    (["--encoder-attention-heads", "4"], "--encoder-attention-heads 4 without --decoder-attention-heads: fairseq's "
+                                         "transformer keeps the other side at its default"),
+    (["--decoder-embed-dim", "256"], "--decoder-embed-dim 256 without --encoder-embed-dim"),
     (["--decoder-learned-pos"], "--decoder-learned-pos without --encoder-learned-pos"),
     (["--share-all-embeddings", "--embedding-sharing", "none"],
      "--share-all-embeddings disagrees with --embedding-sharing none"),
