@@ -103,10 +103,7 @@ def validate(cfg: TransformerConfig) -> None:
             raise PluginError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}: leave it out for "
                               f"d_model / h = {cfg.d_model // cfg.heads} (a checkpoint that stores 0 was trained with "
                               f"d_model / h: load it with --model-overrides \"{{'{name}': None}}\")")
-    for name in ("dropout", "attention_dropout", "relu_dropout"):
-        if not 0.0 <= getattr(cfg, name) < 1.0:
-            raise PluginError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(cfg, name)}")
-    for name in ("encoder_layerdrop", "decoder_layerdrop"):
+    for name in ("dropout", "attention_dropout", "relu_dropout", "encoder_layerdrop", "decoder_layerdrop"):
         if not 0.0 <= getattr(cfg, name) < 1.0:
             raise PluginError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(cfg, name)}")
     for name in ("attention_window", "relative_positions"):  # None: off
