@@ -60,13 +60,9 @@ def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str,
 
 def _sentencepiece(path):
     import sentencepiece
-    if not Path(path).is_file():
-        raise PluginError(f"no sentencepiece model at {path}: give the spm.model used to prepare the data")
-    try:
+    from .input_checks import reading_sentencepiece
+    with reading_sentencepiece(path):
         return sentencepiece.SentencePieceProcessor(model_file=str(path))
-    except (RuntimeError, OSError) as e:
-        raise PluginError(f"{path} is not a sentencepiece model ({str(e).strip()[:80]}): give the spm.model used to "
-                          "prepare the data (spm_prepare.py --out)") from None
 
 
 def _source_vocabulary(model_dir: Path) -> List[str]:

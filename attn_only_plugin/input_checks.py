@@ -14,6 +14,7 @@ Installed into fairseq when the plugin is imported (any fairseq CLI given --user
    longer finite when there is one (a checkpoint that is not finite is refused when it is loaded:
    safe_load.py).
 """
+import contextlib
 import fileinput
 import functools
 import glob
@@ -122,18 +123,24 @@ def _checked_setup_task(original):
     return classmethod(setup_task)
 
 
+@contextlib.contextmanager
+def reading_sentencepiece(path, flag: str = ""):
+    """One-line errors around loading the sentencepiece model at `path`: missing, or not a model.
+    `flag` names the option that gave the path, for the message's advice."""
+    give = f"give {flag + ' ' if flag else ''}the spm.model that prepared the data (spm_prepare.py --out)"
+    if path is None or path == "???" or ("://" not in str(path) and not os.path.isfile(path)):
+        raise PluginError(f"no sentencepiece model at {path}: {give}")
+    try:
+        yield
+    except (RuntimeError, OSError) as e:  # sentencepiece: "could not parse ModelProto from ..."
+        raise PluginError(f"{path} is not a sentencepiece model ({str(e).strip()[:80]}): {give}") from e
+
+
 def _checked_spm_init(original):
     @functools.wraps(original)
     def __init__(self, cfg):
-        path = getattr(cfg, "sentencepiece_model", None)
-        if path is None or path == "???" or ("://" not in str(path) and not os.path.isfile(path)):
-            raise PluginError(f"no sentencepiece model at {path}: give --sentencepiece-model the spm.model "
-                              "that prepared the data (spm_prepare.py --out)")
-        try:
+        with reading_sentencepiece(getattr(cfg, "sentencepiece_model", None), "--sentencepiece-model"):
             original(self, cfg)
-        except (RuntimeError, OSError) as e:  # sentencepiece: "could not parse ModelProto from ..."
-            raise PluginError(f"{path} is not a sentencepiece model ({str(e).strip()[:80]}): give "
-                              "--sentencepiece-model the spm.model that prepared the data (spm_prepare.py --out)") from e
     return __init__
 
 
