@@ -23,14 +23,16 @@ from torch import Tensor
 
 
 # Shortest self-attention (n positions) run by banded_attention: below it a masked full attention,
-# one fused call, is faster. Measured (CPU, 1 thread, forward + backward, B 8, h 4, d_k 32): the
-# banded path wins from n = 256 at R = 16 and n ~ 512 at R = 4 (docs/attention_variants.md).
-BANDED_MIN_LENGTH = 256
+# one fused call, is faster. Measured 2026-11-25 (scripts/table1.py --one, CPU, 1 thread, forward +
+# backward of one base layer, masked against banded, R = 4, 16, 64, n = 128 ... 1536): the banded path
+# is faster from n = 512 for every R (R = 64: 55 against 58 ms; n = 1024: 109 against 155 ms) and not
+# below n = 384; its blocks see 3R keys, so it also needs n well above r = 2R + 1 (docs/attention_variants.md).
+BANDED_MIN_LENGTH = 512
 
 
 def use_banded(n: int, window: int) -> bool:
     """Whether a self-attention over n positions with window R runs banded_attention."""
-    return n >= BANDED_MIN_LENGTH and n >= 8 * (2 * window + 1)
+    return n >= BANDED_MIN_LENGTH and n >= 4 * (2 * window + 1)
 
 
 def query_key_positions(T: int, S: int, entries_per_step: int, device) -> Tuple[Tensor, Tensor]:

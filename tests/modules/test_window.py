@@ -92,3 +92,6 @@ def test_long_inputs_take_the_banded_path(monkeypatch, causal):
     masked = mha(x, key_mask=real, causal=causal)[0]
     assert calls == [1] and torch.allclose(out, masked, atol=1e-5)
     assert torch.allclose(grad, torch.autograd.grad(masked.square().sum(), x)[0], atol=1e-4)
+    # the switch: n from BANDED_MIN_LENGTH on, and a band (r = 2R + 1) of at most a quarter of n
+    n = window.BANDED_MIN_LENGTH
+    assert window.use_banded(n, 2) and not window.use_banded(n - 1, 2) and not window.use_banded(n, n // 8)
