@@ -2,7 +2,7 @@
 # Quickstart: the paper's whole workflow on a laptop CPU, on real data shipped in this repository
 # (LibreOffice help, English->German, examples/data/libreoffice_en_de, MPL-2.0).
 #
-#   bash examples/quickstart.sh            # from a fresh clone: installs (~5 min), then ~7 min on 2 quiet cores
+#   bash examples/quickstart.sh            # from a fresh clone: installs (~5 min), then ~5.5 min on 2 quiet cores
 #
 # Steps: install -> joint sentencepiece (4k) -> fairseq-preprocess --joined-dictionary ->
 # fairseq-train (a transformer_base shrunk to fit a CPU; the paper's loss, Adam and schedule)
