@@ -82,6 +82,9 @@ def ours_model_cfg_to_fairseq(m) -> Namespace:
         if _get(m, flag) is not None:
             raise PluginError(f"this model uses --{flag.replace('_', '-')} {_get(m, flag)}, which fairseq's transformer "
                               "cannot express (full self-attention, absolute positions only): it does not convert")
+    if _get(m, "no_absolute_positions"):  # its checkpoint has no position table to carry over
+        raise PluginError("this model uses --no-absolute-positions, and the converter carries learned position tables "
+                          "only (fairseq's --no-token-positional-embeddings is refused both ways): it does not convert")
     if not _get(m, "learned_pos"):
         raise PluginError("this model uses section 3.5's sinusoids, which fairseq's transformer cannot express: "
                           "only models trained with --learned-pos convert")
