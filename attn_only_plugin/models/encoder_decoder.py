@@ -201,8 +201,7 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         key_mask, history = ~memory_pad, None  # (B_s, S) True = real source token
         if cache is not None:  # one step: additive masks, made once for all layers (cache.additive)
             key_mask = additive(key_mask, x.dtype)  # (B_s, S) 0 or -inf
-            history = (self._history_mask if self.window is None else self._window_history_mask)(
-                cache, prev_output_tokens.size(0), memory, step)
+            history = self._history_mask(cache, prev_output_tokens.size(0), memory, step)
             history = None if history is None else additive(history, x.dtype)  # (B_s, 1, g, E)
         attn, cross_all, self_all = None, [], []
         with self.saved_tensors_place():
@@ -226,30 +225,22 @@ class Decoder(FairseqIncrementalDecoder, Stack):
             extra.update(cross_attn=cross_all, self_attn=self_all)
         return x, extra
 
-    @staticmethod
-    def _history_mask(cache, B: int, memory: Tensor, step: int) -> Optional[Tensor]:
+    def _history_mask(self, cache, B: int, memory: Tensor, step: int) -> Optional[Tensor]:
         """The self-attention mask of this step, (B_s, 1, g, E), when the self-attention cache is
         shared by each beam (modules/cache.py): from the first step on whenever the encoder output
         is (B = g B_s hypotheses on B_s memory rows, 1 < g <= MAX_SHARED_BEAM), until an order
-        breaks a beam apart."""
-        table = cache.get("beam.history")
-        if step == 0 and 1 < B // memory.size(0) <= MAX_SHARED_BEAM:
-            table = new_history(memory.size(0), B // memory.size(0), memory.device)
-        if table is None:
-            return None
-        cache["beam.history"], mask = history_mask(table, step)
-        return mask
-
-    def _window_history_mask(self, cache, B: int, memory: Tensor, step: int) -> Optional[Tensor]:
-        """_history_mask under a window R: the table holds the last R + 1 steps' entries, as the
-        caches do (cache.window_history_mask)."""
+        breaks a beam apart. Under a window R the table keeps the last R + 1 steps' entries, as
+        the caches do (cache.window_history_mask)."""
         table, g = cache.get("beam.history"), B // memory.size(0)
         starts = step == 0 and 1 < g <= MAX_SHARED_BEAM
         if not starts and table is None:
             return None
-        keep = (self.window + 1) * g
-        cache["beam.history"], mask = window_history_mask(None if starts else table, memory.size(0), g, keep,
-                                                          memory.device)
+        if self.window is None:
+            table, mask = history_mask(new_history(memory.size(0), g, memory.device) if starts else table, step)
+        else:
+            table, mask = window_history_mask(None if starts else table, memory.size(0), g, (self.window + 1) * g,
+                                              memory.device)
+        cache["beam.history"] = table
         return mask
 
     def output_layer(self, features: Tensor) -> Tensor:

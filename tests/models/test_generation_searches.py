@@ -26,7 +26,6 @@ def test_shared_cache_gives_the_same_hypotheses(name, variant, monkeypatch):
     """Also with restricted self-attention (a window's own history table) and relative positions."""
     d = make_dictionary(30)
     model = build_model(d, **variant)
-    method = "_history_mask" if "attention_window" not in variant else "_window_history_mask"
     src, _ = random_batch(d, B=3, S=7)
     sample = {"net_input": {"src_tokens": src, "src_lengths": src.ne(d.pad()).sum(1)}}
     prefix = src[:, -3:-1] if name == "prefix" else None  # force the first two target tokens
@@ -39,17 +38,17 @@ def test_shared_cache_gives_the_same_hypotheses(name, variant, monkeypatch):
             out = gen.generate([model], sample, prefix_tokens=prefix)
         return [[(h["tokens"].tolist(), round(float(h["score"]), 4)) for h in hyps] for hyps in out]
 
-    original, shared_steps = getattr(model.decoder, method), []
+    original, shared_steps = model.decoder._history_mask, []
 
     def spy(cache, B, memory, step):
         mask = original(cache, B, memory, step)
         shared_steps.append(mask is not None)
         return mask
 
-    monkeypatch.setattr(model.decoder, method, spy)
+    monkeypatch.setattr(model.decoder, "_history_mask", spy)
     shared = generate()
     assert all(shared_steps) and len(shared_steps) > 3  # every step ran on the shared cache
-    monkeypatch.setattr(model.decoder, method, _per_hypothesis)
+    monkeypatch.setattr(model.decoder, "_history_mask", _per_hypothesis)
     assert generate() == shared
     if prefix is not None:
         assert all(h[0][0][:2] == p for h, p in zip(shared, prefix.tolist()))
