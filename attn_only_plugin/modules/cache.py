@@ -61,10 +61,11 @@ def append_to_cache(cached: Optional[Tensor], new: Tensor, keep: Optional[int] =
         grown = new if cached is None else torch.cat([cached, new], dim=2)  # (B, h, S + T, d)
         return grown if keep is None else grown[:, :, -keep:]
     B, h, T, d = new.shape
-    if cached is not None and keep is not None and spare_positions(cached) < T:
+    in_place = cached is not None and spare_positions(cached) >= T
+    if cached is not None and keep is not None and not in_place:
         cached = cached[:, :, max(0, cached.size(2) + T - keep):]  # only these move to the new buffer
     S = 0 if cached is None else cached.size(2)
-    if cached is not None and spare_positions(cached) >= T:
+    if in_place:
         grown = cached.as_strided((B, h, S + T, d), cached.stride(), cached.storage_offset())  # view of the buffer
     else:
         grown = new.new_empty(B, h, S + T + CACHE_CHUNK * T, d)[:, :, :S + T]  # (B, h, S + T, d) view of (B, h, C, d)
