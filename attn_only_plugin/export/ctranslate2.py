@@ -255,13 +255,19 @@ def model_info(cfg: TransformerConfig, quantization: Optional[str] = None) -> di
             "max_target_positions": cfg.max_target_positions, "quantization": quantization or "float32"}
 
 
+def _new_out(out, force: bool) -> Path:
+    """`out` as a Path, refused in one line when it exists and force is not given."""
+    out = Path(out)
+    if out.exists() and not force:
+        raise PluginError(f"{out} already exists: pass --force to replace it, or choose another --out")
+    return out
+
+
 def save_spec(spec, out, quantization: Optional[str] = None, force: bool = False, info: Optional[dict] = None) -> Path:
     """Write a spec (and `info` as INFO_FILE) to folder `out` atomically: into a temporary folder
     beside it, renamed when complete; an existing `out` is refused unless force (then replaced only
     once the new one is written)."""
-    out = Path(out)
-    if out.exists() and not force:
-        raise PluginError(f"{out} already exists: pass --force to replace it, or choose another --out")
+    out = _new_out(out, force)
     if not out.resolve().parent.is_dir():
         raise PluginError(f"the folder of {out} does not exist: create it first, or choose another --out")
     if quantization is not None and quantization not in QUANTIZATIONS:
@@ -289,9 +295,7 @@ def save_spec(spec, out, quantization: Optional[str] = None, force: bool = False
 
 def export(checkpoint, data, out, quantization: Optional[str] = None, force: bool = False) -> Path:
     """Export checkpoint (with the dictionaries in data) to a CTranslate2 model folder `out`."""
-    out = Path(out)
-    if out.exists() and not force:  # before the (slow) load
-        raise PluginError(f"{out} already exists: pass --force to replace it, or choose another --out")
+    out = _new_out(out, force)  # before the (slow) load
     converter = AttnOnlyConverter(checkpoint, data)
     spec = converter._load()
     return save_spec(spec, out, quantization, force, model_info(converter.cfg, quantization))
