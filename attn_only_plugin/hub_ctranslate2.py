@@ -96,9 +96,14 @@ class CTranslate2Translator:
                          max_len_b: int = 50, batch_size: int = 32) -> List[Tuple[str, List[str], float]]:
         """(detokenized text, output tokens, score) per sentence, in input order; the score is the
         hypothesis' log P / |Y|^lenpen (natural log)."""
-        batch, tokens = self.check(sentences)
-        out = [None] * len(batch)
-        order = sorted(range(len(batch)), key=lambda i: len(tokens[i]))  # fairseq batches by length too
+        _, tokens = self.check(sentences)
+        return self.translate_tokens(tokens, beam, lenpen, max_len_a, max_len_b, batch_size)
+
+    def translate_tokens(self, tokens: List[List[str]], beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
+                         max_len_b: int = 50, batch_size: int = 32) -> List[Tuple[str, List[str], float]]:
+        """translate_scored on source tokens that check() returned (checked and encoded once)."""
+        out = [None] * len(tokens)
+        order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))  # fairseq batches by length too
         for start in range(0, len(order), max(1, batch_size)):
             chunk = order[start:start + max(1, batch_size)]
             longest = max(len(tokens[i]) for i in chunk) + 1  # with </s>

@@ -49,7 +49,7 @@ def translate_lines(mt, lines: list, batch_size: int, progress: bool = True, **d
     with tqdm(total=len(lines), unit="sent", file=sys.stderr, disable=not progress, desc="[translate]") as bar:
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
-            for i, result in zip(chunk, mt.translate_scored([lines[i] for i in chunk], batch_size=batch_size,
+            for i, result in zip(chunk, mt.translate_tokens([tokens[i] for i in chunk], batch_size=batch_size,
                                                             **decoding)):
                 out[i] = result
             bar.update(len(chunk))
