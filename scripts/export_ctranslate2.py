@@ -20,9 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
 import attn_only_plugin  # noqa: E402,F401  (safe loader allow-list, one-line errors, registration)
-from attn_only_plugin.export import require_ctranslate2  # noqa: E402
-
-QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16")
+from attn_only_plugin.export import QUANTIZATIONS, require_ctranslate2  # noqa: E402
 
 
 def export(checkpoint: Path, data: Path, out: Path, quantization=None, force: bool = False) -> Path:
@@ -38,7 +36,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("checkpoint", type=Path, help="checkpoint_*.pt of fairseq-train or average_checkpoints.py")
     p.add_argument("--data", type=Path, required=True, help="the data-bin folder it was trained on (dict.*.txt)")
     p.add_argument("--out", type=Path, required=True, help="the CTranslate2 model folder to write")
-    p.add_argument("--quantization", choices=QUANTIZATIONS, default=None,
+    p.add_argument("--quantization", choices=[q for q in QUANTIZATIONS if q != "float32"], default=None,
                    help="weight type (default: float32, exact)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     return p.parse_args(argv)

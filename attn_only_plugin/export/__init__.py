@@ -6,6 +6,10 @@ installed; callers use it before importing export.ctranslate2, which imports the
 from ..errors import PluginError
 
 CTRANSLATE2_VERSION = "4.8.5"  # the version scripts/install.sh pins; the export writes its format
+# CTranslate2's weight types for --quantization (None: as trained, float32); here, where the
+# script's argument parser can read them without importing CTranslate2
+QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16",
+                 "float32")
 INFO_FILE = "attn_only_plugin.json"  # written beside CTranslate2's files: what the translator needs (position limits)
 
 

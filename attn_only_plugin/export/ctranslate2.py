@@ -45,12 +45,9 @@ from ..atomic import _umask
 from ..errors import PluginError
 from ..models.transformer import TransformerConfig, full_config, validate
 from ..modules.embedding import sinusoid_table
-from . import INFO_FILE
+from . import INFO_FILE, QUANTIZATIONS
 
 LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, kept by modules/layers.py
-# CTranslate2's weight types for --quantization (None: as trained, float32)
-QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16",
-                 "float32")
 MODEL_NAME = "attn_only_transformer"
 
 
