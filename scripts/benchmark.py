@@ -341,10 +341,11 @@ def check_settings(updates, warmup, repeats, batch_size=None, n_gen=None, peak=N
 def ctranslate2_decoders(model, d, device, half, folder):
     """{"ct2_<type>": a function translating a batch like SequenceGenerator.generate (token ids
     with the final </s>)} for our model exported to CTranslate2, float32 and int8 (on CUDA with
-    half: float16 and int8_float16), with fairseq-generate's decoding settings."""
-    import ctranslate2
+    half: float16 and int8_float16), decoding as load_ctranslate2's translate() does
+    (fairseq-generate's settings: beam 4, lenpen 0.6, max length input + 50)."""
     import torch
     from attn_only_plugin.export.ctranslate2 import build_spec, model_info, save_spec
+    from attn_only_plugin.hub_ctranslate2 import load_ctranslate2
     from attn_only_plugin.models.transformer import full_config
     cfg = full_config(model.cfg)
     state = {k: v.float().cpu() for k, v in model.state_dict().items()}
@@ -353,15 +354,13 @@ def ctranslate2_decoders(model, d, device, half, folder):
     for kind in types:
         out = Path(folder) / kind
         save_spec(build_spec(cfg, state, d, d), out, None if kind == "float32" else kind, info=model_info(cfg))
-        translator = ctranslate2.Translator(str(out), device=device, compute_type=kind, inter_threads=1,
-                                            intra_threads=torch.get_num_threads() if device == "cpu" else 0)
+        mt = load_ctranslate2(out, device=device, compute_type=kind, inter_threads=1,
+                              intra_threads=torch.get_num_threads() if device == "cpu" else 0)
 
-        def decode(src, translator=translator):
+        def decode(src, mt=mt):
             rows = [[d[i] for i in row.tolist() if i not in (d.pad(), d.eos())] for row in src]  # (B,) word lists
-            cap = min(int(src.size(1) + 50), cfg.max_target_positions - 1)  # fairseq's, max_len_a 1, max_len_b 50
-            results = translator.translate_batch(rows, beam_size=4, length_penalty=0.6, min_decoding_length=1,
-                                                 max_decoding_length=cap, max_input_length=0)
-            return [[d.index(w) for w in r.hypotheses[0]] + [d.eos()] for r in results]
+            return [[d.index(w) for w in tokens] + [d.eos()]
+                    for _, tokens, _ in mt.translate_tokens(rows, batch_size=len(rows))]
         decoders[f"ct2_{kind}"] = decode
     return decoders
 
