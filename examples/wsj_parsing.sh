@@ -7,10 +7,10 @@
 #       SMALL=1 UPDATES=4500 SAVE_EVERY=250 bash examples/wsj_parsing.sh            # CPU sample run
 #
 # Expected: 91.3 F1 (EVALB, COLLINS.prm) with the full WSJ on GPUs; ~16-22 F1 on the sample on a CPU
-# (22.2 and 15.9 with SEED=1 and 2, 35 min each on one thread; right-branching 9.6), see the README. Decoding uses --constrain-trees (ours, not the
-# paper's): outputs are always well-formed trees.
-# SMALL=1 shrinks the model for a CPU; UPDATES bounds the training; SEED (default 1) the random seed; the last 5 checkpoints, one
-# every SAVE_EVERY updates, are averaged.
+# (22.2 and 15.9 with SEED=1 and 2, 35 min each on one thread; right-branching 9.6), see the README.
+# Decoding uses --constrain-trees (ours, not the paper's): outputs are always well-formed trees.
+# SMALL=1 shrinks the model for a CPU; UPDATES bounds the training; SEED (default 1) the random
+# seed; the last 5 checkpoints, one every SAVE_EVERY updates, are averaged.
 set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
 WSJ="${WSJ:?set WSJ to your treebank folder with wsj_NNNN.mrg files}"
