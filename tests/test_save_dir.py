@@ -178,8 +178,11 @@ def test_ctrl_c_during_generate_leaves_no_partial_results(data, trained, tmp_pat
     earlier = tmp_path / "generate-train.txt"
     earlier.write_text("the output of an earlier, complete run\n")
     cmd = [BIN / "fairseq-generate", *generate_args(data, trained / "checkpoint_last.pt", tmp_path, "train")]
+    # A terminal's Ctrl-C reaches a foreground process, whose SIGINT is never ignored; a test run as a
+    # background job of a non-interactive shell inherits SIGINT ignored, which Python then keeps
     proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env=ENV, start_new_session=True)
+                            cwd=ROOT, env=ENV, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + TIMEOUT
     while proc.poll() is None and not any("\nH-" in out.read_text() for out in tmp_path.rglob("generate-train.txt")):
         assert time.monotonic() < deadline, "no hypothesis written"
