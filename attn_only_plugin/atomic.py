@@ -6,12 +6,15 @@ import the package: averaged and converted checkpoints, prepared treebanks, atte
 (data/libreoffice.py, loaded on its own by prepare_libreoffice.py so as not to import fairseq, and
 the fairseq-free spm_prepare.py and plot_loss.py keep their own few lines.)
 
-same_file / input_written_over: a script refuses an output path that is one of its own inputs
-(compared as files, not names), which an atomic replace would otherwise put out of reach.
+check_output: the one rule for every command that writes (scripts, exports): an output may not
+be, contain, or lie inside any of its inputs, and an existing output is replaced only with --force.
+same_file / input_written_over compare two paths as files, not names.
 """
 import contextlib
 import os
 import tempfile
+
+from .errors import PluginError
 
 
 def _umask() -> int:
@@ -61,3 +64,34 @@ def same_file(a, b) -> bool:
 def input_written_over(output, inputs):
     """The first of `inputs` that is the same file as `output` (see same_file), or None."""
     return next((i for i in inputs if same_file(output, i)), None)
+
+
+def _inside(path: str, folder: str) -> bool:
+    """True when real path `path` lies strictly inside real path `folder`."""
+    return os.path.commonpath([path, folder]) == folder and path != folder
+
+
+def check_output(output, inputs, force: bool = False, flag: str = "--out") -> None:
+    """Refuse, in one line (PluginError), an OUTPUT that would destroy or mix with an input, before
+    anything is read or written: OUTPUT is one of INPUTS (the same file however named: relative,
+    through a symlink, a hard link), contains one (replacing the folder would delete it), or lies
+    inside one (writing it would change the input); or OUTPUT exists and force is False. Inputs
+    that do not exist are skipped (their own checks name them). Paths are compared after
+    resolving symlinks, so a link is no way round the rule."""
+    out = os.path.realpath(os.fspath(output))
+    for given in inputs:
+        if given is None or not os.path.exists(given):
+            continue
+        inp = os.path.realpath(os.fspath(given))
+        if out == inp or same_file(out, inp):
+            problem = "is the input"
+        elif _inside(inp, out):
+            problem = "holds the input"
+        elif _inside(out, inp):
+            problem = "lies inside the input"
+        else:
+            continue
+        raise PluginError(f"{flag} {output} {problem} {given}: writing it would destroy or change that input, "
+                          f"--force or not; give {flag} a path outside every input")
+    if os.path.lexists(output) and not force:
+        raise PluginError(f"{flag} {output} already exists: pass --force to replace it, or choose another {flag}")

@@ -35,7 +35,7 @@ prepare() {  # prepare CORPUS SRC TGT VOCAB WORK [MODEL_TYPE: bpe (default) or u
   if [ -f "$5/data-bin/dict.$2.txt" ]; then say "prepared data found in $5/data-bin: reused"; return; fi
   say "sentencepiece (${6:-bpe}), joint vocabulary $4"
   "$PY" "$REPO/scripts/spm_prepare.py" --data "$1" --src "$2" --tgt "$3" --vocab-size "$4" \
-      --model-type "${6:-bpe}" --out "$5/spm"
+      --model-type "${6:-bpe}" --out "$5/spm" --force `# the recipe's own folder: redone until data-bin exists`
   say "fairseq-preprocess --joined-dictionary"
   "$BIN/fairseq-preprocess" --source-lang "$2" --target-lang "$3" --trainpref "$5/spm/train" \
       --validpref "$5/spm/valid" --testpref "$5/spm/test" --destdir "$5/data-bin.tmp" \
@@ -81,7 +81,7 @@ average() {  # average CHECKPOINT_DIR N: the last N checkpoints, the final weigh
     inputs=("${inter[@]:count-take}" "$dir/checkpoint_last.pt")
   fi
   say "averaging the last $n checkpoints: ${inputs[*]##*/}"
-  "$PY" "$REPO/scripts/average_checkpoints.py" --inputs "${inputs[@]}" --output "$dir/checkpoint_avg.pt"
+  "$PY" "$REPO/scripts/average_checkpoints.py" --inputs "${inputs[@]}" --output "$dir/checkpoint_avg.pt" --force
 }
 
 evaluate() {  # evaluate WORK CHECKPOINT SRC TGT CORPUS SPLIT [extra generate flags]

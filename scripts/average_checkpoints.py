@@ -22,7 +22,8 @@ this is an independent implementation. Departures from the paper and from fairse
 - tensors that share storage (tied embeddings saved under several names) stay one tensor;
 - checkpoints whose parameter names or shapes differ are refused (one-line error, exit 1), as
   are a checkpoint holding NaN or inf (the average would be NaN/inf too) and an --output that is
-  one of the inputs (compared as files: hard links, symlinks and other spellings of its path);
+  one of the inputs (compared as files: hard links, symlinks and other spellings of its path) or a
+  folder holding one; an existing --output is replaced only with --force (atomic.check_output);
   the output is written atomically (temporary file in the same folder + os.replace).
 """
 import argparse
@@ -37,7 +38,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
 import attn_only_plugin  # noqa: E402,F401  (lets torch's safe loader read fairseq checkpoints)
-from attn_only_plugin.atomic import atomic_output, input_written_over  # noqa: E402
+from attn_only_plugin.atomic import atomic_output, check_output  # noqa: E402
 from attn_only_plugin.errors import PluginError  # noqa: E402
 from attn_only_plugin import safe_load  # noqa: E402
 
@@ -146,14 +147,6 @@ def save_atomic(state: dict, output: Path) -> None:
         torch.save(state, f)
 
 
-def refuse_overwriting_inputs(output: Path, paths: List[Path]) -> None:
-    """Refuse an --output that is one of the checkpoints to average (the same file, however named)."""
-    clash = input_written_over(output, paths)
-    if clash is not None:
-        raise PluginError(f"--output {output} is the input checkpoint {clash}: the average would replace it (and "
-                          "its optimizer state); choose another --output, e.g. checkpoint_avg.pt")
-
-
 def resolve_inputs(inputs: List[Path], num_epoch: Optional[int], num_update: Optional[int],
                    upper_bound: Optional[int]) -> List[Path]:
     """fairseq's rules: with --num-*-checkpoints one folder, otherwise a list of files."""
@@ -179,6 +172,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--inputs", nargs="+", type=Path, required=True, help="checkpoint files, or one folder")
     p.add_argument("--output", type=Path, required=True, help="where to write the averaged checkpoint")
+    p.add_argument("--force", action="store_true", help="replace an existing --output")
     p.add_argument("--num-epoch-checkpoints", type=int, help="average the last N checkpointE.pt of the folder")
     p.add_argument("--num-update-checkpoints", type=int, help="average the last N checkpoint_E_U.pt of the folder")
     p.add_argument("--checkpoint-upper-bound", type=int, help="ignore checkpoints after this epoch / update")
@@ -189,7 +183,7 @@ def main(argv=None) -> int:
     a = parse_args(argv)
     try:
         paths = resolve_inputs(a.inputs, a.num_epoch_checkpoints, a.num_update_checkpoints, a.checkpoint_upper_bound)
-        refuse_overwriting_inputs(a.output, paths)
+        check_output(a.output, paths, a.force, "--output")
         log(f"averaging {len(paths)} checkpoints: {', '.join(str(p) for p in paths)}")
         save_atomic(average_checkpoints(paths), a.output)
     except PluginError as e:

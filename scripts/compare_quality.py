@@ -20,7 +20,9 @@ Recipes (--recipes):
   at half the paper's rate, as the quickstart), the built-in its usual (the `alike` one).
 Each run uses one CPU thread (--threads), so --jobs runs go side by side without slowing one
 another. A finished run's result is kept in WORK/RUN/result.json and reused: an interrupted
-comparison continues where it stopped. A script, not a test: it trains real models.
+comparison continues where it stopped. A run is reused (or resumed) only when everything that
+made it matches: its fairseq-train and fairseq-generate commands and the data-bin's files (names
+and sizes), recorded in WORK/RUN/settings.json; a run made otherwise is refused in one line. A script, not a test: it trains real models.
 """
 import argparse
 import json
@@ -126,10 +128,37 @@ class Run:
     def done(self) -> bool:
         return self.result_file.exists()
 
+    def settings(self) -> dict:
+        """Everything that makes this run's result: its two commands and the data-bin's files."""
+        data = sorted((f.name, f.stat().st_size) for f in self.a.data_bin.iterdir() if f.is_file())
+        return dict(train=train_command(self.a, self.model, self.recipe, self.seed, self.dir / "checkpoints"),
+                    generate=generate_command(self.a, self.dir / "checkpoints" / "checkpoint_last.pt"),
+                    data_bin=[list(f) for f in data])
+
+    def check_settings(self) -> None:
+        """Refuse a run folder (finished or begun) that other settings made (issue 30, item 5)."""
+        recorded = self.dir / "settings.json"
+        if not self.dir.exists():
+            return
+        if not recorded.exists():
+            if self.done() or (self.dir / "checkpoints").exists():
+                raise CompareError(f"{self.dir} holds a run with no record of its settings: give another --work, "
+                                   f"or remove {self.dir} to redo it")
+            return
+        old, new = json.loads(recorded.read_text()), self.settings()
+        changed = [k for k in new if old.get(k) != new[k]]
+        if changed:
+            what = {"train": "fairseq-train flags", "generate": "fairseq-generate flags",
+                    "data_bin": "data-bin files"}
+            raise CompareError(f"{self.dir} holds a run made with other settings ({', '.join(what[k] for k in changed)} "
+                               f"differ): give another --work, or remove {self.dir} to redo it")
+
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
+        settings = self.settings()
+        write_atomic(self.dir / "settings.json", json.dumps(settings) + "\n")
         self.log = open(self.dir / "train.log", "w")
-        cmd = train_command(self.a, self.model, self.recipe, self.seed, self.dir / "checkpoints")
+        cmd = settings["train"]
         (self.dir / "command.txt").write_text(" ".join(map(repr, cmd)) + "\n")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=self.env())
         self.started = time.time()
@@ -168,6 +197,8 @@ def run_all(a, say=print) -> list:
     """Train and evaluate every (recipe, model, seed), --jobs at a time; a progress line every
     --progress-every seconds. Returns the results (kept ones reused)."""
     runs = [Run(a, r, m, s) for r in a.recipes for s in a.seeds for m in a.models]
+    for run in runs:
+        run.check_settings()
     results = [json.loads(r.result_file.read_text()) for r in runs if r.done()]
     todo, active = [r for r in runs if not r.done()], []
     if results:
@@ -234,8 +265,13 @@ def check(a) -> None:
         if not list(a.data_bin.glob(f.format("*"))):
             raise CompareError(f"{a.data_bin} has no {f.format('*')}: give a fairseq-preprocess "
                                "--joined-dictionary output with train, valid and test splits")
-    if a.out is not None and a.out.resolve().is_relative_to(a.data_bin.resolve()):
-        raise CompareError("--out must not be inside --data-bin")
+    rule = _standalone.load("atomic.py")  # the shared rule for outputs (issue 30)
+    try:
+        rule.check_output(a.work, [a.data_bin], force=True, flag="--work")  # an existing --work is continued
+        if a.out is not None:
+            rule.check_output(a.out, [a.data_bin], a.force)
+    except rule.PluginError as e:
+        raise CompareError(str(e)) from None
 
 
 def main(argv=None) -> None:
@@ -260,6 +296,7 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=1, help="CPU threads per run")
     p.add_argument("--progress-every", type=float, default=60.0, help="seconds between progress lines")
     p.add_argument("--out", type=Path, help="write the table's numbers as JSON here")
+    p.add_argument("--force", action="store_true", help="replace an existing --out")
     a = p.parse_args(argv)
     try:
         check(a)

@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import attn_only_plugin  # noqa: E402  (safe loading allow-list, registration)
-from attn_only_plugin.atomic import atomic_output, same_file  # noqa: E402
+from attn_only_plugin.atomic import atomic_output, check_output  # noqa: E402
 from attn_only_plugin.convert import fairseq_to_ours, ours_to_fairseq  # noqa: E402
 from attn_only_plugin.errors import PluginError  # noqa: E402
 from attn_only_plugin.safe_load import load_checkpoint  # noqa: E402
@@ -133,10 +133,12 @@ def main(argv=None) -> None:
     p.add_argument("--to", choices=["ours", "fairseq"], required=True)
     p.add_argument("input", type=Path)
     p.add_argument("output", type=Path)
+    p.add_argument("--force", action="store_true", help="replace an existing output")
     a = p.parse_args(argv)
-    if same_file(a.input, a.output):
-        raise SystemExit(f"error: the output {a.output} is the input {a.input}: the converted checkpoint would "
-                         "replace it; give another output path")
+    try:
+        check_output(a.output, [a.input], a.force, "OUTPUT")
+    except PluginError as e:
+        raise SystemExit(f"error: {e}")
     if not a.output.resolve().parent.is_dir():
         raise SystemExit(f"error: the folder of {a.output} does not exist: create it first, or choose another "
                          "output path")

@@ -6,7 +6,8 @@
 
 DIR holds train/valid/test.{src,tgt} plain text. OUT receives spm.model / spm.vocab (one model
 trained on the union of both training sides) and the six files encoded as space-separated
-pieces, ready for `fairseq-preprocess --joined-dictionary`. Files are written atomically; text
+pieces, ready for `fairseq-preprocess --joined-dictionary`. OUT may not be, hold or lie inside
+DIR, and an existing OUT is written over only with --force. Files are written atomically; text
 that is not UTF-8 or holds invisible characters (a byte order mark, zero-width spaces) is refused
 (one `error:` line naming the file and line) before anything is written.
 """
@@ -108,10 +109,12 @@ def main(argv=None) -> None:
     p.add_argument("--tgt", default="de")
     p.add_argument("--vocab-size", type=int, default=8000, help="joint vocabulary (paper: ~37000 EN-DE)")
     p.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="the folder to write (not inside --data)")
+    p.add_argument("--force", action="store_true", help="write over an existing --out")
     a = p.parse_args(argv)
     if a.vocab_size < 100:
         fail(f"--vocab-size {a.vocab_size} is too small: use at least a few thousand")
+    _standalone.load("atomic.py").check_output(a.out, [a.data], a.force)
     try:
         prepare(a.data, a.src, a.tgt, a.vocab_size, a.out, a.model_type)
     except RuntimeError as e:  # sentencepiece reports e.g. a vocabulary larger than the corpus allows

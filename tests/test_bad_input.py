@@ -502,3 +502,28 @@ def test_constrain_trees_on_translation_data(setup, checkpoint):
     proc = generate(setup, checkpoint, "--task", "constituency_parsing", "--constrain-trees", "--sampling",
                     "--nbest", 2)
     one_line_error(proc, "--constrain-trees works with plain beam search")
+
+
+def test_check_output_rule(tmp_path):
+    """atomic.check_output, the one rule every writing command uses (issue 30): an output may not be,
+    hold or lie inside an input, however the path is written, --force or not; an existing output
+    is replaced only with force; inputs that do not exist are left to their own checks."""
+    from attn_only_plugin.atomic import check_output
+    from attn_only_plugin.errors import PluginError
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("input")
+    (tmp_path / "alias").symlink_to(data)
+    os.link(data / "a.txt", tmp_path / "hard.txt")
+    for out, inputs, problem in [(data, [data], "is the input"), (data / "a.txt", [data / "a.txt"], "is the input"),
+                                 (tmp_path / "hard.txt", [data / "a.txt"], "is the input"),
+                                 (tmp_path / "alias" / "a.txt", [data / "a.txt"], "is the input"),
+                                 (tmp_path, [data / "a.txt"], "holds the input"),
+                                 (tmp_path / "alias" / "new", [data], "lies inside the input")]:
+        for force in (False, True):
+            with pytest.raises(PluginError, match=f"^--out {re.escape(str(out))} {problem} "):
+                check_output(out, [tmp_path / "missing", *inputs], force)
+    with pytest.raises(PluginError, match="already exists: pass --force to replace it, or choose another --out$"):
+        check_output(tmp_path / "hard.txt", [tmp_path / "missing"])
+    check_output(tmp_path / "hard.txt", [tmp_path / "missing"], force=True)
+    check_output(tmp_path / "data2", [data])  # a sibling whose name starts with the input's is not inside it

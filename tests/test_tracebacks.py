@@ -255,15 +255,17 @@ def test_hidden_characters_in_python_api(setup):
 
 
 def test_hidden_characters_in_spm_prepare_corpus(tmp_path):
+    raw = tmp_path / "raw"  # --out may not lie inside --data (atomic.check_output)
+    raw.mkdir()
     for split in ("train", "valid", "test"):
         for lang in ("src", "tgt"):
-            (tmp_path / f"{split}.{lang}").write_text("a b c\nd e f\n")
-    (tmp_path / "valid.tgt").write_text("a b c\nd e\u00adf\n")
-    (tmp_path / "train.src").write_text("a b c\nd e\u200cf\n")  # checked first: a zero-width non-joiner (Persian) passes
-    proc = subprocess.run([str(a) for a in (sys.executable, ROOT / "scripts" / "spm_prepare.py", "--data", tmp_path,
+            (raw / f"{split}.{lang}").write_text("a b c\nd e f\n")
+    (raw / "valid.tgt").write_text("a b c\nd e\u00adf\n")
+    (raw / "train.src").write_text("a b c\nd e\u200cf\n")  # checked first: a zero-width non-joiner (Persian) passes
+    proc = subprocess.run([str(a) for a in (sys.executable, ROOT / "scripts" / "spm_prepare.py", "--data", raw,
                                             "--src", "src", "--tgt", "tgt", "--vocab-size", 100, "--out", tmp_path / "out")],
                           capture_output=True, text=True, cwd=ROOT)
-    one_line_error(proc, f"{tmp_path / 'valid.tgt'} line 2 holds an invisible character, U+00AD SOFT HYPHEN at "
+    one_line_error(proc, f"{raw / 'valid.tgt'} line 2 holds an invisible character, U+00AD SOFT HYPHEN at "
                    "column 4", "remove it first")
     assert not (tmp_path / "out").exists()
 

@@ -41,7 +41,7 @@ from ctranslate2.converters import Converter
 from ctranslate2.specs import transformer_spec
 from torch import Tensor
 
-from ..atomic import _umask
+from ..atomic import _umask, check_output
 from ..errors import PluginError
 from ..models.transformer import TransformerConfig, full_config, validate
 from ..modules.embedding import sinusoid_table
@@ -252,11 +252,15 @@ def model_info(cfg: TransformerConfig, quantization: Optional[str] = None) -> di
             "max_target_positions": cfg.max_target_positions, "quantization": quantization or "float32"}
 
 
-def _new_out(out, force: bool) -> Path:
-    """`out` as a Path, refused in one line when it exists and force is not given."""
+def _new_out(out, force: bool, inputs=()) -> Path:
+    """`out` as a Path, checked by the shared rule (atomic.check_output: not an input, not holding
+    or inside one, replaced only with force); with force, what it replaces must be an earlier
+    export (a folder with CTranslate2's model.bin), so that --force never deletes anything else."""
+    check_output(out, inputs, force)
     out = Path(out)
-    if out.exists() and not force:
-        raise PluginError(f"{out} already exists: pass --force to replace it, or choose another --out")
+    if force and (out.exists() or out.is_symlink()) and not (out.is_dir() and (out / "model.bin").is_file()):
+        raise PluginError(f"--out {out} exists and is not a CTranslate2 model folder (no model.bin in it): --force "
+                          "replaces only an earlier export; choose another --out")
     return out
 
 
@@ -292,7 +296,7 @@ def save_spec(spec, out, quantization: Optional[str] = None, force: bool = False
 
 def export(checkpoint, data, out, quantization: Optional[str] = None, force: bool = False) -> Path:
     """Export checkpoint (with the dictionaries in data) to a CTranslate2 model folder `out`."""
-    out = _new_out(out, force)  # before the (slow) load
+    out = _new_out(out, force, [checkpoint, data])  # before the (slow) load
     converter = AttnOnlyConverter(checkpoint, data)
     spec = converter._load()
     return save_spec(spec, out, quantization, force, model_info(converter.cfg, quantization))

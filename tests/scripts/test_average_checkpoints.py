@@ -120,7 +120,7 @@ def test_refusals_are_one_line_and_leave_output_alone(tmp_path, cli, case):
     out = tmp_path / "out" / "avg.pt"
     out.parent.mkdir()
     out.write_text("previous result")
-    proc = cli("average_checkpoints", *args, "--output", out)
+    proc = cli("average_checkpoints", *args, "--output", out, "--force")  # reach the refusal under test
     errors = [line for line in proc.stderr.splitlines() if not line.startswith("[average]")]
     assert proc.returncode == 1 and len(errors) == 1, proc.stderr  # progress lines, then one error line
     assert errors[0].startswith("error: ") and expect in errors[0], errors[0]
@@ -142,10 +142,10 @@ def test_output_that_is_an_input_is_refused(tmp_path, script, capsys, monkeypatc
     for args, output, clash in [(pair, second, second), (pair, "checkpoint_1_20.pt", second),
                                 (pair, tmp_path / "link.pt", second), (pair, tmp_path / "hard.pt", second),
                                 (["--inputs", ".", "--num-update-checkpoints", 2], "checkpoint_1_10.pt", "checkpoint_1_10.pt")]:
-        assert mod.main([*map(str, args), "--output", str(output)]) == 1
+        assert mod.main([*map(str, args), "--output", str(output), "--force"]) == 1  # --force or not
         err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("[average]")]
-        assert err == [f"error: --output {output} is the input checkpoint {clash}: the average would replace it (and "
-                       "its optimizer state); choose another --output, e.g. checkpoint_avg.pt"], err
+        assert err == [f"error: --output {output} is the input {clash}: writing it would destroy or change that "
+                       "input, --force or not; give --output a path outside every input"], err
     assert {p.name: p.read_bytes() for p in (first, second)} == before
     assert mod.main([*map(str, pair), "--output", "checkpoint_avg.pt"]) == 0  # the control
     assert torch.load(tmp_path / "checkpoint_avg.pt", weights_only=True)["model"]["half"].item() == 1.5

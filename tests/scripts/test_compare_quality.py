@@ -32,9 +32,20 @@ def test_two_models_two_seeds_one_table_and_reuse(cli, tmp_path):
     assert "'adam'" in (work / "own-builtin-seed1" / "command.txt").read_text()
     assert "| own/ours |" in proc.stdout and "mean (sd)" in proc.stdout
     assert "[quality] start own/ours/seed 1" in proc.stderr and "[quality] done own/builtin/seed 2" in proc.stderr
-    again = cli("compare_quality", *args)  # finished runs are reused, the table is the same
+    again = cli("compare_quality", *args, "--force")  # finished runs are reused, the table is the same
     assert again.returncode == 0 and "4 of 4 runs already done" in again.stderr
     assert "[quality] start" not in again.stderr and again.stdout == proc.stdout
+    assert cli("compare_quality", *args).stderr.startswith(f"error: --out {out} already exists: pass --force")
+    # issue 30, item 5: other settings into the same --work reported the old result as the new one
+    for changed, says in [(["--updates", "4"], "fairseq-train flags"), (["--d-model", "32"], "fairseq-train flags")]:
+        proc = cli("compare_quality", *args[:-1], tmp_path / "other.json", *changed)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"error: {work / 'own-ours-seed1'} holds a run made with other settings ({says}" in proc.stderr
+        assert "give another --work, or remove" in proc.stderr and not (tmp_path / "other.json").exists()
+    with open(data / "dict.src.txt", "a") as f:  # the same data-bin path, other data
+        f.write("extra 1\n")
+    proc = cli("compare_quality", *args, "--force")
+    assert proc.returncode == 1 and "(data-bin files differ)" in proc.stderr, proc.stderr
 
 
 def test_alike_recipe_differs_only_in_the_model(script, tmp_path):

@@ -71,10 +71,10 @@ def test_output_that_is_the_input_is_refused(tmp_path, script, monkeypatch):
     os.link(ckpt, tmp_path / "hard.pt")
     monkeypatch.chdir(tmp_path)
     for out in (ckpt, "model.pt", tmp_path / "link.pt", "hard.pt"):
-        message = f"error: the output {out} is the input {ckpt}: the converted checkpoint would replace it; give " \
-                  "another output path"
+        message = f"error: OUTPUT {out} is the input {ckpt}: writing it would destroy or change that input, " \
+                  "--force or not; give OUTPUT a path outside every input"
         with pytest.raises(SystemExit, match=f"^{re.escape(message)}$"):
-            convert.main(["--to", "fairseq", str(ckpt), str(out)])
+            convert.main(["--to", "fairseq", str(ckpt), str(out), "--force"])
     assert ckpt.read_bytes() == b"the only copy of a checkpoint"
     assert sorted(os.listdir(tmp_path)) == ["hard.pt", "link.pt", "model.pt"]
 

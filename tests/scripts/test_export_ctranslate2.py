@@ -4,6 +4,7 @@ translation of a file, stdin and fairseq-generate's S-/H-/D- lines; bad input (i
 as one-line errors with nothing half-written."""
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,32 @@ def test_export_writes_the_folder_atomically_and_refuses_an_existing_one(ckpt, t
     export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", out, "--quantization", "int8", "--force")
     assert (out / "model.bin").read_bytes() != before and leftovers(tmp_path) == []
     assert attn_only_plugin.load_ctranslate2(out).info["quantization"] == "int8"
+
+
+def test_force_never_deletes_an_input_or_a_folder_that_is_not_an_export(ckpt, tmp_path):
+    """Issue 30, item 1: --out X --force deleted whatever X was: the input checkpoint (it became a
+    CTranslate2 folder), the save dir, the data-bin, a folder above the checkpoint. Every case is one
+    line now, checked before the model is read, and every input is left as it was."""
+    from test_bad_input import snapshot
+    save = tmp_path / "run" / "checkpoints"
+    save.mkdir(parents=True)
+    (save / "checkpoint_last.pt").write_bytes((ckpt / "checkpoint.pt").read_bytes())
+    data = tmp_path / "run" / "bin"
+    shutil.copytree(ckpt / "bin", data)
+    (tmp_path / "link").symlink_to(save)
+    before = snapshot(tmp_path / "run")
+    for out, problem in [(save / "checkpoint_last.pt", "is the input"), (save, "holds the input"),
+                         (data, "is the input"), (tmp_path / "run", "holds the input"),
+                         (tmp_path / "link", "holds the input"), (data / "ct2", "lies inside the input")]:
+        with pytest.raises(PluginError, match=f"^--out {out} {problem} .*--force or not; give --out a path outside"):
+            export(save / "checkpoint_last.pt", "--data", data, "--out", out, "--force")
+    assert snapshot(tmp_path / "run") == before and leftovers(tmp_path) == [] and leftovers(save) == []
+    other = tmp_path / "notes"  # not an input, but not an earlier export either
+    other.mkdir()
+    (other / "todo.txt").write_text("mine")
+    with pytest.raises(PluginError, match="is not a CTranslate2 model folder .*replaces only an earlier export"):
+        export(save / "checkpoint_last.pt", "--data", data, "--out", other, "--force")
+    assert (other / "todo.txt").read_text() == "mine"
 
 
 def test_an_export_that_fails_while_writing_leaves_nothing(ckpt, tmp_path, monkeypatch):

@@ -1,0 +1,36 @@
+"""scripts/spm_prepare.py under the shared rule for outputs (atomic.check_output, issue 30 item 2):
+`--data raw --out raw` wrote the segmented text over the raw corpus."""
+import hashlib
+
+
+def corpus(root):
+    raw = root / "raw"
+    raw.mkdir()
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            (raw / f"{split}.{lang}").write_text("".join(f"sentence {i} in {lang}\n" for i in range(50)))
+    return raw
+
+
+def digests(folder):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_output_may_not_be_or_lie_inside_the_corpus_and_is_replaced_only_with_force(cli, tmp_path):
+    raw = corpus(tmp_path)
+    before = digests(raw)
+    (tmp_path / "link").symlink_to(raw)
+    for out, problem in [(raw, "is the input"), (tmp_path / "link", "is the input"), (raw / "spm", "lies inside the input"),
+                         (tmp_path, "holds the input")]:
+        proc = cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out, "--force")
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr.startswith(f"error: --out {out} {problem} {raw}: writing it would destroy"), proc.stderr
+    assert digests(raw) == before and not (raw / "spm").exists()
+    out = tmp_path / "spm"
+    assert cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out).returncode == 0
+    written = digests(out)
+    proc = cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out)
+    assert proc.returncode == 1 and proc.stderr == f"error: --out {out} already exists: pass --force to replace it, " \
+                                                   "or choose another --out\n"
+    assert digests(out) == written
+    assert cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out, "--force").returncode == 0
