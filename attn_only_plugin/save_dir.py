@@ -10,7 +10,9 @@ Installed into fairseq by fairseq_fixes.install() (fairseq-train and fairseq-hyd
    it means nothing by itself). Processes forked from the holder (DataLoader workers) close their
    copy of the descriptor, so that a worker outliving a killed trainer for a few seconds does not
    keep the lock. A save dir that cannot be created or written (its parent a file, read-only, full)
-   is one line naming --save-dir, where fairseq re-raised the bare OSError.
+   is one line naming --save-dir, where fairseq re-raised the bare OSError. A lock that cannot be
+   taken (the lock path a folder, a file system without locks) stops the training in one line:
+   going on unlocked would let a second training rewrite this one's checkpoints.
 2. What fairseq silently ignored before starting again from update 1 and overwriting the save dir:
    - an explicit --restore-file that does not exist, or is a folder: one-line error (a relative
      path is read from the current folder, as fairseq does; the error says so when the name exists
@@ -19,6 +21,10 @@ Installed into fairseq by fairseq_fixes.install() (fairseq-train and fairseq-hyd
      checkpoint_<epoch>_<update>.pt, ...) but no checkpoint_last.pt, with the default --restore-file:
      refused, naming how to resume (--restore-file, or copying one to checkpoint_last.pt) and how to
      start over (a new --save-dir).
+   - a resume point without training state (no optimizer state or no data-iterator position: an
+     average, a conversion, a run saved with --no-save-optimizer-state), whatever wrote it and
+     under whatever name: fairseq would take its weights, start again at update 0 and overwrite
+     the run's checkpoints. Refused unless --reset-optimizer says so on purpose.
    Every other command keeps fairseq's meaning: checkpoint_last.pt resumes when it is there, an
    existing --restore-file is loaded, --finetune-from-model and --continue-once start from their
    model when checkpoint_last.pt is missing, the --reset-* flags apply to the checkpoint loaded, and
@@ -26,13 +32,11 @@ Installed into fairseq by fairseq_fixes.install() (fairseq-train and fairseq-hyd
 """
 import fcntl
 import functools
-import logging
 import os
 import re
 
 from .errors import PluginError
 
-logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".train.lock"
 DEFAULT_RESTORE = "checkpoint_last.pt"  # fairseq's default --restore-file, read from --save-dir
@@ -63,19 +67,32 @@ def _lock_holder(fd: int) -> str:
     return f" (pid {pid})" if pid.isdigit() else ""
 
 
+def _unlockable(path: str, save_dir: str, e: OSError) -> PluginError:
+    """The one line for a lock that cannot be taken: without it a second training into the same
+    folder would not be refused, so the training stops instead of going on unguarded."""
+    return PluginError(f"cannot take the training lock {path} ({e.strerror or e}): without it a second training into "
+                       f"{save_dir} would not be refused; remove or repair {path} (it must be a plain file, on a file "
+                       "system that supports locks), or give another --save-dir")
+
+
 def lock_save_dir(save_dir: str) -> None:
     """Take the exclusive lock on SAVE_DIR/.train.lock for the rest of this process, creating the
     folder if needed; raise a PluginError if another process holds it. A folder that cannot be
-    created or written is left to fairseq's own check, and a file system without locks is warned
-    about, not refused."""
+    created or written is left to fairseq's own check; a lock file that cannot be opened or locked
+    (a folder in its place, a file system without locks) is refused in one line."""
     if not _local(save_dir) or os.path.realpath(save_dir) in _held:
         return
     path = os.path.join(save_dir, LOCK_NAME)
     try:
         os.makedirs(save_dir, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     except OSError:
-        return
+        return  # fairseq's check of the folder comes next and is made one line by locked_verify
+    if not os.access(save_dir, os.W_OK | os.X_OK):
+        return  # the same: a folder this user cannot write
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        raise _unlockable(path, save_dir, e) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -85,8 +102,7 @@ def lock_save_dir(save_dir: str) -> None:
                           f"wait for it to end, or give this run another --save-dir") from None
     except OSError as e:
         os.close(fd)
-        logger.warning(f"cannot lock {path} ({e}): a second training into {save_dir} would not be refused")
-        return
+        raise _unlockable(path, save_dir, e) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     _held[os.path.realpath(save_dir)] = fd
@@ -151,6 +167,22 @@ def check_save_dir_without_last(save_dir: str, last: str) -> None:
                       f"it to {last_path}; to start over, give a new --save-dir")
 
 
+def check_training_state(path: str, save_dir: str) -> None:
+    """Raise a PluginError if the checkpoint at PATH, about to be resumed, holds no training state
+    (2): its optimizer state or the data iterator's position is missing. Read memory-mapped, so the
+    weights are not loaded twice."""
+    from .safe_load import load_checkpoint
+    state = load_checkpoint(path)
+    extra = state.get("extra_state") or {}
+    if state.get("last_optimizer_state") is not None and "train_iterator" in extra:
+        return
+    raise PluginError(f"{path} holds no training state (no optimizer state or data position: an average, a "
+                      f"conversion, or a run saved with --no-save-optimizer-state), so it is no resume point: "
+                      f"training would start again at update 0 and overwrite the checkpoints in {save_dir}; move it "
+                      f"out of {save_dir} and start a new --save-dir with --finetune-from-model, or pass "
+                      f"--reset-optimizer to continue from its weights on purpose")
+
+
 def check_restore(cfg, suffix: str) -> None:
     """Check, before fairseq's load_checkpoint(cfg) reads it, what it would restore (2); cfg is the
     CheckpointConfig and suffix the trainer's checkpoint suffix, as fairseq uses them."""
@@ -160,10 +192,13 @@ def check_restore(cfg, suffix: str) -> None:
         path = cfg.restore_file.replace(".pt", suffix + ".pt") if suffix else cfg.restore_file
         if _local(path):
             check_restore_file(path, cfg.save_dir)
-        return
-    if cfg.no_save or getattr(cfg, "continue_once", None) is not None or not _local(cfg.save_dir):
-        return
-    check_save_dir_without_last(cfg.save_dir, f"checkpoint_last{suffix}.pt")
+    else:
+        if cfg.no_save or getattr(cfg, "continue_once", None) is not None or not _local(cfg.save_dir):
+            return
+        path = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
+        check_save_dir_without_last(cfg.save_dir, os.path.basename(path))
+    if os.path.isfile(path) and not cfg.reset_optimizer:
+        check_training_state(path, cfg.save_dir)
 
 
 def checked_load_checkpoint(load_checkpoint):

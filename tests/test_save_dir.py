@@ -196,3 +196,38 @@ def test_ctrl_c_during_generate_leaves_no_partial_results(data, trained, tmp_pat
                    f"{earlier} was not written (the earlier one is left as it was)", "run it again")
     assert os.listdir(tmp_path) == ["generate-train.txt"]
     assert earlier.read_text() == "the output of an earlier, complete run\n"
+
+
+def test_checkpoint_without_training_state_is_no_resume_point(data, trained, tmp_path):
+    """Issue 30, item 3: an average written as SAVE/checkpoint_last.pt (or a conversion written over
+    it) was taken as a resume point: "epoch 1 @ 0 updates", and every checkpoint of the run was
+    overwritten. Refused in one line, as checkpoint_last.pt or as --restore-file, whatever wrote it;
+    --reset-optimizer says it is meant and keeps fairseq's meaning."""
+    save = copy_of(trained, tmp_path)
+    script = ROOT / "scripts" / "average_checkpoints.py"
+    inputs = [save / "checkpoint_1_2.pt", save / "checkpoint_1_4.pt"]
+    proc = subprocess.run([str(BIN / "python"), str(script), "--inputs", *map(str, inputs), "--output",
+                           str(save / "checkpoint_last.pt")], capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    one_line_error(proc, f"--output {save / 'checkpoint_last.pt'} already exists: pass --force")  # the first guard
+    proc = subprocess.run([str(BIN / "python"), str(script), "--inputs", *map(str, inputs), "--output",
+                           str(save / "checkpoint_last.pt"), "--force"], capture_output=True, text=True, env=ENV,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before = checkpoints(save)
+    for extra in [(), ("--restore-file", save / "checkpoint_last.pt")]:
+        one_line_error(train(data, save, 8, *extra), f"{save / 'checkpoint_last.pt'} holds no training state",
+                       "no resume point", f"overwrite the checkpoints in {save}", "--finetune-from-model",
+                       "--reset-optimizer")
+        assert checkpoints(save) == before
+    meant = train(data, save, 6, "--reset-optimizer")
+    assert meant.returncode == 0, meant.stderr[-3000:]
+
+
+def test_lock_that_cannot_be_taken_stops_the_training(data, tmp_path):
+    """Issue 30, item 4: with SAVE/.train.lock a folder the lock was skipped without a word, and two
+    trainings into one save dir rewrote each other's checkpoints. Now one line, nothing written."""
+    save = tmp_path / "ckpt"
+    (save / LOCK).mkdir(parents=True)
+    one_line_error(train(data, save, 2), f"cannot take the training lock {save / LOCK}",
+                   "a second training", "would not be refused", "must be a plain file")
+    assert checkpoints(save) == {}
