@@ -76,3 +76,19 @@ def test_the_list_is_complete():
         assert uses_package or "_standalone.one_line_errors()" in text, path.name
         if path.stem in STANDALONE:
             assert "_standalone.one_line_errors()" in text, path.name
+
+
+@pytest.mark.parametrize("name", STANDALONE)
+def test_help_under_a_bare_python(name):
+    """Issue 30, item 10: _standalone.py used importlib.machinery without importing it, which only the
+    venv's start-up happened to have imported: under `python -S` (no site, as a Python outside the
+    project's venv may start) every standalone script, --help included, ended in a traceback. Run as
+    a file: runpy would import importlib.machinery itself."""
+    bare = subprocess.run([sys.executable, "-S", "-c", "import sys; print('importlib.machinery' in sys.modules)"],
+                          capture_output=True, text=True, timeout=60)
+    assert bare.stdout.strip() == "False"  # the condition of the bug, or this test could not fail
+    import site
+    packages = os.pathsep.join(site.getsitepackages())  # on the path, without site's start-up imports
+    proc = subprocess.run([sys.executable, "-S", str(SCRIPTS / f"{name}.py"), "--help"], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, PYTHONPATH=packages))
+    assert proc.returncode == 0 and "usage:" in proc.stdout, proc.stderr
