@@ -18,7 +18,7 @@ WORK="${WORK:-$REPO/work/wsj_parsing}"
 mkdir -p "$WORK"
 say "linearizing trees (Vinyals et al. 2015)"
 # shellcheck disable=SC2086  # SPLIT is a word list on purpose
-"$PY" "$REPO/scripts/prepare_ptb.py" --treebank "$WSJ" --out "$WORK/text" ${SPLIT:+--split $SPLIT}
+"$PY" "$REPO/scripts/prepare_ptb.py" --treebank "$WSJ" --out "$WORK/text" ${SPLIT:+--split $SPLIT} ${PREPARE_FLAGS:-}
 if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
   "$BIN/fairseq-preprocess" --source-lang words --target-lang tree --trainpref "$WORK/text/train" \
       --validpref "$WORK/text/valid" --testpref "$WORK/text/test" --destdir "$WORK/data-bin" \
@@ -41,15 +41,20 @@ say "fairseq-train --arch transformer_parse"
     --optimizer paper_adam --lr-scheduler noam `# section 5.3: Adam (beta_1 0.9, beta_2 0.98, epsilon 1e-9) and the warm-up schedule` \
     --max-update "${UPDATES:-100000}" --save-interval-updates "${SAVE_EVERY:-500}" --keep-interval-updates 5 \
     --no-epoch-checkpoints --save-dir "$WORK/checkpoints" --seed "${SEED:-1}" --log-format simple --log-interval 50 \
-    "${SHAPE[@]}" 2>&1 | tee -a "$WORK/train.log" | grep --line-buffered -E "train_inner|valid on|done training|rror"
+    "${SHAPE[@]}" ${TRAIN_FLAGS:-} 2>&1 | tee -a "$WORK/train.log" | grep --line-buffered -E "train_inner|valid on|done training|rror"
 average "$WORK/checkpoints" 5
-say "fairseq-generate --beam 21 --lenpen 0.3, max length = input + 300 (section 6.3)"
-"$BIN/fairseq-generate" "$WORK/data-bin" --user-dir "$REPO/attn_only_plugin" \
-    --path "$WORK/checkpoints/checkpoint_avg.pt" --gen-subset test --source-lang words --target-lang tree \
-    --task constituency_parsing --constrain-trees `# only well-formed trees over the input words (not in the paper)` \
-    --beam 21 --lenpen 0.3 --lenpen-style gnmt `# section 6.3: beam 21, alpha 0.3 of GNMT's penalty` \
-    --max-len-a 1 --max-len-b 300 --batch-size 16 `# section 6.3: maximum output length input + 300` \
-    $([ "${SMALL:-0}" = 1 ] && echo --cpu) >"$WORK/generate.log" 2>"$WORK/generate.err" \
-  || { tail -5 "$WORK/generate.err" >&2; exit 1; }
-"$PY" "$REPO/scripts/parse_eval.py" "$WORK/generate.log" --data "$WORK/text" --split test \
-    --out "$WORK/test.pred" | tee "$WORK/f1.txt"
+parse_split() {  # parse_split SPLIT: decode SPLIT with section 6.3's settings, then EVALB
+  say "fairseq-generate on $1: --beam 21 --lenpen 0.3, max length = input + 300 (section 6.3)"
+  # shellcheck disable=SC2046,SC2086  # GEN_FLAGS is a word list on purpose
+  "$BIN/fairseq-generate" "$WORK/data-bin" --user-dir "$REPO/attn_only_plugin" \
+      --path "$WORK/checkpoints/checkpoint_avg.pt" --gen-subset "$1" --source-lang words --target-lang tree \
+      --task constituency_parsing --constrain-trees `# only well-formed trees over the input words (not in the paper)` \
+      --beam 21 --lenpen 0.3 --lenpen-style gnmt `# section 6.3: beam 21, alpha 0.3 of GNMT's penalty` \
+      --max-len-a 1 --max-len-b 300 --batch-size 16 `# section 6.3: maximum output length input + 300` \
+      $([ "${SMALL:-0}" = 1 ] && echo --cpu) ${GEN_FLAGS:-} >"$WORK/generate.$1.log" 2>"$WORK/generate.$1.err" \
+    || { tail -5 "$WORK/generate.$1.err" >&2; exit 1; }
+  "$PY" "$REPO/scripts/parse_eval.py" "$WORK/generate.$1.log" --data "$WORK/text" --split "$1" \
+      --out "$WORK/$1.pred" | tee "$WORK/f1.$1.txt"
+}
+parse_split valid  # select settings on this one (issue 29: never on test)
+parse_split test

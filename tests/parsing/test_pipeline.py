@@ -49,7 +49,8 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
     proc = subprocess.run(["bash", str(ROOT / "examples" / "wsj_parsing.sh")], capture_output=True, text=True,
                           env=env, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    report = (tmp_path / "f1.txt").read_text()
+    assert "EVALB (COLLINS.prm) on valid" in (tmp_path / "f1.valid.txt").read_text()  # the split to select on
+    report = (tmp_path / "f1.test.txt").read_text()
     assert "EVALB (COLLINS.prm) on test, 8 sentences" in report and "right-branching baseline: F1" in report
     assert "; 0 outputs repaired" in report  # --constrain-trees: even a 4-update model writes trees
     assert "--beam 21" in proc.stderr or "beam 21" in proc.stderr
