@@ -30,6 +30,7 @@ words are ``<unk>``, and the model learns to parse around them. Each sentence's 
 fairseq's seeded RNG, numpy_seed(--seed, update number, sentence id), so a run is reproducible and
 resumes with the same draws whatever the batching or --num-workers; validation and generation see
 the words unchanged.
+"""
 import math
 from dataclasses import dataclass, field
 from typing import Dict, List

@@ -44,8 +44,8 @@ def test_draws_are_reproducible_and_independent_of_the_batch(d):
     assert torch.equal(first, drop_words(src, ids, 0.5, seed=3, update_num=100, src_dict=d))  # resumable
     assert not torch.equal(first, drop_words(src, ids, 0.5, seed=3, update_num=101, src_dict=d))
     assert not torch.equal(first, drop_words(src, ids, 0.5, seed=4, update_num=100, src_dict=d))
-    alone = drop_words(batch(d, [12], left_pad=False), [12], 0.5, seed=3, update_num=100, src_dict=d)
-    assert torch.equal(alone[0, :13], first[2])  # sentence 12 alone, right-padded: the same words dropped
+    other = drop_words(batch(d, [9, 30], left_pad=False), [10, 99], 0.5, seed=3, update_num=100, src_dict=d)
+    assert torch.equal(other[0, :10], first[0, 3:])  # sentence 10 in another batch, right-padded: the same drops
 
 
 class Recorder(torch.nn.Module):
@@ -69,7 +69,8 @@ class Recorder(torch.nn.Module):
 def test_training_only(d):
     task = ConstituencyParsingTask(ParsingConfig(word_dropout=0.5, seed=1), d, d)
     src = batch(d, [30, 30])
-    sample = {"id": torch.tensor([0, 1]), "net_input": {"src_tokens": src.clone(), "src_lengths": torch.tensor([31] * 2)}}
+    sample = {"id": torch.tensor([0, 1]),
+              "net_input": {"src_tokens": src.clone(), "src_lengths": torch.tensor([31, 31])}}
     r = Recorder()
     task.train_step(sample, r, r, r, update_num=5)
     task.valid_step(sample, r, r)
