@@ -6,7 +6,9 @@ Table 4 of Vaswani et al. (2017) report F1, next to a right-branching baseline.
 
 GENERATE_LOG is fairseq-generate's stdout: its S- lines (the source words, checked against
 SPLIT.words, so that the log of another split or task is refused) and H- lines (predicted
-bracket sequences), in any order. --data holds SPLIT.words / .gold / .tags from prepare_ptb.py.
+bracket sequences), in any order. Every H- token that is not a bracket (L / )L is a word slot, XX
+or a word alike (prepare_ptb.py --target-words), and gets the gold word, so both linearizations
+score the same for the same bracketing. --data holds SPLIT.words / .gold / .tags from prepare_ptb.py.
 Malformed outputs are repaired deterministically (attn_only_plugin/parsing/linearize.py) and
 counted. --out is written atomically, and refused when it is one of the inputs.
 """

@@ -4,10 +4,12 @@ fairseq-ready source words and linearized target trees (Vinyals et al. 2015) per
 
     python scripts/prepare_ptb.py --treebank /data/treebank_3/parsed/mrg/wsj --out work/wsj      # 02-21/22/23
     python scripts/prepare_ptb.py --treebank ../shared/data/ptb-sample --out work/wsj_sample \\
-        --split train=1-159 valid=160-169 test=170-179
+        --split train=1-159 valid=160-169 test=170-179 [--target-words]
 
 For each split: SPLIT.words (source), SPLIT.tree (target), SPLIT.gold (normalized gold trees,
 one per line, for EVALB) and SPLIT.tags (gold POS tags). Files are written atomically.
+SPLIT.tree has XX in every word slot (Vinyals et al. 2015, the paper), or with --target-words the
+word itself, `(S (NP The man )NP (VP sleeps )VP . )S` (not in the paper; docs/parsing.md).
 """
 import argparse
 import sys
@@ -22,7 +24,7 @@ def _write(path: Path, lines) -> None:
         f.writelines(line + "\n" for line in lines)
 
 
-def prepare(treebank: Path, out: Path, ranges) -> dict:
+def prepare(treebank: Path, out: Path, ranges, target_words: bool = False) -> dict:
     from attn_only_plugin.parsing.data import linearized_split, treebank_files
     counts = {}
     data = {}
@@ -32,7 +34,7 @@ def prepare(treebank: Path, out: Path, ranges) -> dict:
             raise SystemExit(f"error: no wsj_NNNN.mrg files numbered {first}-{last} under {treebank} "
                              f"(for the {split} split)")
         try:
-            data[split] = list(linearized_split(files))
+            data[split] = list(linearized_split(files, target_words))
         except ValueError as e:  # unbalanced brackets etc.: one line naming the file
             raise SystemExit(f"error: {e}")
     out.mkdir(parents=True, exist_ok=True)
@@ -53,6 +55,8 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--split", nargs="+", help="train=A-B valid=C-D test=E-F by WSJ file number "
                                                "(default: sections 02-21 / 22 / 23)")
+    p.add_argument("--target-words", action="store_true",
+                   help="write each word in its target slot instead of XX (the copy linearization; not in the paper)")
     a = p.parse_args(argv)
     if not a.treebank.is_dir():
         raise SystemExit(f"error: --treebank {a.treebank} is not a folder: point it at your WSJ .mrg files")
@@ -60,7 +64,7 @@ def main(argv=None) -> None:
         ranges = parse_ranges(a.split) if a.split else STANDARD
     except ValueError as e:
         raise SystemExit(f"error: {e}")
-    counts = prepare(a.treebank, a.out, ranges)
+    counts = prepare(a.treebank, a.out, ranges, a.target_words)
     print("[ptb] sentences: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" -> {a.out}", file=sys.stderr)
 
 

@@ -47,19 +47,24 @@ def treebank_files(root: Path, first: int, last: int) -> List[Path]:
     return [p for n, p in sorted(found) if first <= n <= last]
 
 
-def linearized_split(files: Sequence[Path]):
-    """(words, target tokens, gold tree line, gold POS tags) for every tree of `files`."""
+def linearized_split(files: Sequence[Path], target_words: bool = False):
+    """(words, target tokens, gold tree line, gold POS tags) for every tree of `files`; the target's
+    word slots are XX (Vinyals et al.) or, with `target_words`, the words (linearize.py)."""
     for path in files:
         for tree in read_trees(path):
             gold = normalize(tree)
-            words, target = linearize(tree)
+            try:
+                words, target = linearize(tree, target_words)
+            except ValueError as e:
+                raise ValueError(f"{path}: {e}") from None
             if words:
                 yield words, target, tree_to_str(gold), gold.tags()
 
 
 def score_predictions(predictions: Sequence[Sequence[str]], words: Sequence[Sequence[str]],
                       gold_lines: Sequence[str], tags: Sequence[Sequence[str]]):
-    """Repair each predicted bracket sequence into a tree over its words, put the gold POS tags
+    """Repair each predicted bracket sequence into a tree over its words (every token that is not a
+    bracket is a word slot, XX or a word alike, filled with the gold words), put the gold POS tags
     back (EVALB finds punctuation by its tag), and score with EVALB's COLLINS.prm rules.
     Returns (EvalbResult, number of outputs that needed repair, predicted tree lines)."""
     repaired, lines = 0, []

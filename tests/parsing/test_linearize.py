@@ -1,12 +1,13 @@
 """Linearization of Vinyals et al. (2015), as followed in Section 6.3 of Vaswani et al. (2017)."""
 import random
+import re
 
 import pytest
 
 from attn_only_plugin.parsing.evalb import evaluate_trees
 from attn_only_plugin.parsing.linearize import (
     delinearize, linearize, normalize, repair, replace_tags, right_branching_tree)
-from attn_only_plugin.parsing.ptb import parse_tree, tree_to_str
+from attn_only_plugin.parsing.ptb import Tree, parse_tree, tree_to_str
 
 TREE = parse_tree("( (S (NP-SBJ-1 (DT The) (NN cat)) (VP (VBD sat) (NP (-NONE- *T*-1)) "
                   "(PP-LOC (IN on) (NP (PRP it)))) (. .)) )")
@@ -83,3 +84,29 @@ def test_repair_of_nothing_useful_still_gives_a_tree():
 def test_right_branching_baseline():
     assert tree_to_str(right_branching_tree(["a", "b", "c"])) == "(S (XX a) (S (XX b) (XX c)))"
     assert right_branching_tree(["a"]).words() == ["a"]
+
+
+def test_target_words_linearization():
+    """prepare_ptb.py --target-words: the word itself in each slot (not in the paper)."""
+    source, target = linearize(TREE, target_words=True)
+    assert source == ["The", "cat", "sat", "on", "it", "."]
+    assert " ".join(target) == "(S (NP The cat )NP (VP sat (PP on (NP it )NP )PP )VP . )S"
+    assert delinearize(target, source) == delinearize(linearize(TREE)[1], source)  # the same tree
+
+
+@pytest.mark.parametrize("word", ["XX", "(NP", ")NP"])
+def test_target_words_refuses_a_word_that_would_read_as_a_slot_marker_or_bracket(word):
+    tree = Tree("S", [Tree("NN", word="a"), Tree("NN", word=word)])  # a reader of .mrg would refuse "(NP"
+    assert linearize(tree)[0] == ["a", word]  # fine with XX in the slots
+    with pytest.raises(ValueError, match=re.escape(f"the word {word!r} would read as a bracket or as the XX")):
+        linearize(tree, target_words=True)
+
+
+def test_every_token_but_a_bracket_is_a_word_slot():
+    words = ["a", "b", "c"]
+    expected = delinearize("(S (NP XX XX )NP XX )S".split(), words)
+    for slots in (["a", "b", "c"], ["<unk>", "x", "("], ["XX", "b", "zzz"]):
+        assert delinearize(f"(S (NP {slots[0]} {slots[1]} )NP {slots[2]} )S".split(), words) == expected
+    # the repair path too: a missing closing bracket, a surplus slot
+    assert repair("(S (NP The cat XX".split(), words) == repair("(S (NP XX XX XX".split(), words)
+    assert repair("(S a b c d )S".split(), words) == repair("(S XX XX XX XX )S".split(), words)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from attn_only_plugin.parsing.data import score_predictions
 from attn_only_plugin.parsing.linearize import linearize, normalize
 from attn_only_plugin.parsing.ptb import parse_tree, tree_to_str
 
@@ -35,11 +36,11 @@ def data(tmp_path):
     return text
 
 
-def generate_log(path, sources, trees=TREES):
+def generate_log(path, sources, trees=TREES, target_words=False):
     """fairseq-generate's output: S- (source words), T-, H- lines per sentence, in its order."""
     lines = ["2026-01-01 10:00:00 | INFO | fairseq_cli.generate | loading model(s)"]
     for i, (source, tree) in reversed(list(enumerate(zip(sources, trees)))):
-        target = " ".join(linearize(parse_tree(tree))[1])
+        target = " ".join(linearize(parse_tree(tree), target_words)[1])
         lines += [f"S-{i}\t{source}", f"T-{i}\t{target}", f"H-{i}\t-0.1\t{target}", f"D-{i}\t-0.1\t{target}"]
     path.write_text("\n".join(lines) + "\nGenerate test with beam=21: BLEU4 = 0.00\n")
     return path
@@ -56,6 +57,35 @@ def test_the_split_it_translated_scores(parse_eval, data, tmp_path):
     report = parse_eval.evaluate(log, data, "test", tmp_path / "test.pred")
     assert report.startswith("EVALB (COLLINS.prm) on test, 2 sentences (2 valid): F1 100.00")
     assert (tmp_path / "test.pred").read_text().splitlines() == (data / "test.gold").read_text().splitlines()
+
+
+def test_a_log_with_words_in_the_targets_scores(parse_eval, data, tmp_path):
+    """A model trained on prepare_ptb.py --target-words writes the words (or <unk>) in its slots."""
+    log = generate_log(tmp_path / "gen.log", ["The <unk> sat .", "It rained"], target_words=True)
+    assert "H-0\t-0.1\t(S (NP The cat )NP (VP sat )VP . )S" in log.read_text()
+    report = parse_eval.evaluate(log, data, "test", tmp_path / "test.pred")
+    assert report.startswith("EVALB (COLLINS.prm) on test, 2 sentences (2 valid): F1 100.00")
+    assert "; 0 outputs repaired" in report
+
+
+def test_the_same_bracketing_scores_the_same_with_xx_or_words():
+    """score_predictions: right, wrong and malformed bracketings, each written with XX and with words
+    (some of them wrong or <unk>), give the same F1, repairs and trees."""
+    gold = [normalize(parse_tree(t)) for t in TREES]
+    words, tags, lines = [t.words() for t in gold], [t.tags() for t in gold], [tree_to_str(t) for t in gold]
+    as_xx = [["(S (NP XX XX )NP (VP XX )VP XX )S", "(S (NP XX )NP (VP XX )VP )S"],   # right
+             ["(S XX (VP XX XX )VP XX )S", "(S (VP XX XX )VP )S"],                  # wrong brackets
+             ["(S (NP XX XX (VP XX )VP", "(S XX XX XX )S )NP"]]                    # malformed: repaired
+    as_words = [["(S (NP The cat )NP (VP sat )VP . )S", "(S (NP It )NP (VP <unk> )VP )S"],
+                ["(S The (VP cat sat )VP . )S", "(S (VP It rained )VP )S"],
+                ["(S (NP The dog (VP sat )VP", "(S It rained rained )S )NP"]]
+    scores = []
+    for xx, ws in zip(as_xx, as_words):
+        (a, repaired_a, trees_a), (b, repaired_b, trees_b) = (
+            score_predictions([h.split() for h in hyps], words, lines, tags) for hyps in (xx, ws))
+        assert (a.all.fmeasure, repaired_a, trees_a) == (b.all.fmeasure, repaired_b, trees_b)
+        scores.append((a.all.fmeasure, repaired_a))
+    assert scores[0] == (100.0, 0) and scores[1][0] < 100 and scores[2][1] == 2  # each case is what it says
 
 
 def test_log_of_another_split_or_task_is_refused(parse_eval, data, tmp_path):

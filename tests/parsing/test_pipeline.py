@@ -30,6 +30,26 @@ def test_prepare_and_score_gold(tmp_path, ptb_files):
     assert right_branching_baseline([w.split() for w in words], gold, tags).all.fmeasure < 60
 
 
+def test_prepare_target_words_and_score_gold(tmp_path, ptb_files):
+    """--target-words: the same trees with each word in its slot; scoring reads them as XX."""
+    xx, words_dir = tmp_path / "xx", tmp_path / "words"
+    for out, extra in [(xx, []), (words_dir, ["--target-words"])]:
+        proc = prepare(out, "train=1-2", "test=5-6", *extra)
+        assert proc.returncode == 0, proc.stderr
+    words = [l.split() for l in (words_dir / "test.words").read_text().splitlines()]
+    copy = [l.split() for l in (words_dir / "test.tree").read_text().splitlines()]
+    placeholder = [l.split() for l in (xx / "test.tree").read_text().splitlines()]
+    assert [[t for t in c if t[0] not in "()"] for c in copy] == words  # the words, in order
+    assert [[t if t[0] in "()" else "XX" for t in c] for c in copy] == placeholder  # the same brackets
+    for name in ("words", "gold", "tags"):
+        assert (words_dir / f"test.{name}").read_bytes() == (xx / f"test.{name}").read_bytes()
+    from attn_only_plugin.parsing.data import score_predictions
+    tags = [l.split() for l in (words_dir / "test.tags").read_text().splitlines()]
+    gold = (words_dir / "test.gold").read_text().splitlines()
+    result, repaired, _ = score_predictions(copy, words, gold, tags)
+    assert result.all.fmeasure == 100.0 and repaired == 0
+
+
 def test_prepare_errors_are_one_line(tmp_path, ptb_files):
     proc = prepare(tmp_path / "a", "train=9000-9001")
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: no wsj_NNNN.mrg")

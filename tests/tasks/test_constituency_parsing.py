@@ -23,6 +23,18 @@ def tree_dictionary(with_orphan=True):
     return d
 
 
+def source_batch(src_dict, *sentences):
+    """(B, S) source tokens as fairseq batches them: words, EOS, left-padded."""
+    width = max(len(words.split()) for words in sentences) + 1
+    rows = [[src_dict.pad()] * (width - len(words.split()) - 1) + [src_dict.index(w) for w in words.split()]
+            + [src_dict.eos()] for words in sentences]
+    return torch.tensor(rows)
+
+
+def words(n):
+    return " ".join(f"w{i}" for i in range(n))
+
+
 def names(d, ids):
     return sorted(d[i] for i in ids)
 
@@ -34,8 +46,8 @@ def prefix(d, tokens):
 @pytest.fixture
 def constraints():
     d = tree_dictionary()
-    c = TreeConstraints(d)
-    c.set_batch([7], [2], max_len=50)
+    c = TreeConstraints(d, make_dictionary())
+    c.set_batch([7], source_batch(c.src_dict, "w0 w1"), max_len=50)
     return d, c
 
 
@@ -59,24 +71,24 @@ def test_allowed_tokens_by_hand(constraints, tokens, expected):
 
 def test_no_bracket_opens_without_room_to_close_it():
     d = tree_dictionary()
-    c = TreeConstraints(d)
+    c = TreeConstraints(d, make_dictionary())
     # 2 words, limit 7 tokens before the forced EOS: "(S (NP" + 2 XX + 2 closes = 6 fits, a third
     # bracket would need 8
-    c.set_batch([0], [2], max_len=7)
+    c.set_batch([0], source_batch(c.src_dict, "w0 w1"), max_len=7)
     assert "(VP" in names(d, c.allowed(0, prefix(d, "(S")))
     assert "(VP" not in names(d, c.allowed(0, prefix(d, "(S (NP")))
-    c.set_batch([0], [2], max_len=3)  # not even "(S XX XX )S" fits: give up at once
+    c.set_batch([0], source_batch(c.src_dict, "w0 w1"), max_len=3)  # not even "(S XX XX )S" fits: give up at once
     assert names(d, c.allowed(0, prefix(d, ""))) == ["</s>"]
 
 
 def test_random_walks_are_always_trees():
     """Whatever the model prefers, every path through the allowed sets is a tree over the words."""
     d, rng = tree_dictionary(), random.Random(0)
-    c = TreeConstraints(d)
+    c = TreeConstraints(d, make_dictionary())
     for trial in range(300):
         n = rng.randint(1, 12)
         max_len = rng.randint(2 * n + 2, 6 * n + 4)
-        c.set_batch([trial], [n], max_len)
+        c.set_batch([trial], source_batch(c.src_dict, words(n)), max_len)
         tokens = [d.eos()]
         while True:
             choice = rng.choice(c.allowed(trial, torch.tensor(tokens)))
@@ -84,14 +96,13 @@ def test_random_walks_are_always_trees():
                 break
             tokens.append(choice)
             assert len(tokens) - 1 <= max_len
-        words = [f"w{i}" for i in range(n)]
-        tree = delinearize([d[t] for t in tokens[1:]], words)
-        assert tree.words() == words
+        tree = delinearize([d[t] for t in tokens[1:]], words(n).split())
+        assert tree.words() == words(n).split()
 
 
-def test_dictionary_without_placeholder_is_refused():
-    with pytest.raises(ValueError, match="no XX"):
-        TreeConstraints(make_dictionary())
+def test_dictionary_without_placeholder_or_brackets_is_refused():
+    with pytest.raises(ValueError, match="no XX and no brackets"):
+        TreeConstraints(make_dictionary(), make_dictionary())
 
 
 def test_constrained_beam_search_of_an_untrained_model_gives_trees():
@@ -124,3 +135,87 @@ def test_unconstrained_by_default():
     args = SimpleNamespace(beam=2, lenpen=0.3, max_len_a=1, max_len_b=30, sampling=False)
     generator = task.build_generator([build_model(src_dict, tgt_dict, embedding_sharing="decoder")], args)
     assert type(generator.search).__name__ == "BeamSearch"  # not TreeConstrainedBeamSearch
+
+
+# The copy linearization (prepare_ptb.py --target-words): no XX in the target dictionary, each
+# word slot holds exactly the next source word.
+
+def copy_dictionary(words=("The", "cat", "sat", "."), placeholder=False):
+    d = tree_dictionary(with_orphan=False)
+    if not placeholder:
+        d = Dictionary()
+        for symbol in [b + label for label in LABELS for b in "()"]:
+            d.add_symbol(symbol)
+    for word in words:
+        d.add_symbol(word)
+    return d
+
+
+def source_dictionary(words=("The", "zebra", "sat", "cat")):
+    d = Dictionary()
+    for word in words:
+        d.add_symbol(word)
+    return d
+
+
+def walk(d, c, sentence, tokens):
+    return names(d, c.allowed(sentence, prefix(d, tokens)))
+
+
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_copy_mode_forces_each_source_word_in_order(left_pad):
+    tgt, src = copy_dictionary(), source_dictionary()
+    c = TreeConstraints(tgt, src)
+    batch = source_batch(src, "The zebra sat", "cat")  # "zebra" is not in the target dictionary
+    if not left_pad:  # the same sentences padded on the right
+        batch = torch.stack([torch.cat([row[row.ne(src.pad())], row[row.eq(src.pad())]]) for row in batch])
+    c.set_batch([3, 5], batch, max_len=50)
+    assert c.copy
+    assert walk(tgt, c, 3, "") == OPENS
+    assert walk(tgt, c, 3, "(S") == sorted(["The"] + OPENS)
+    assert walk(tgt, c, 3, "(S The") == sorted(["<unk>"] + OPENS)   # an unknown word's slot is <unk>
+    assert walk(tgt, c, 3, "(S The <unk> (VP") == sorted(["sat"] + OPENS)
+    assert walk(tgt, c, 3, "(S The <unk> (VP sat") == [")VP"]    # every word placed: only closing
+    assert walk(tgt, c, 3, "(S The <unk> (VP sat )VP )S") == ["</s>"]
+    assert walk(tgt, c, 5, "(S") == sorted(["cat"] + OPENS)     # the other sentence of the batch
+    assert walk(tgt, c, 5, "(S (NP cat") == [")NP"]
+
+
+def test_copy_mode_with_a_joined_dictionary():
+    """fairseq-preprocess --joined-dictionary: source and target are one dictionary (one object)."""
+    d = copy_dictionary(words=("The", "cat", "sat", "zebra"))
+    c = TreeConstraints(d, d)
+    c.set_batch([0], source_batch(d, "The zebra sat"), max_len=50)
+    assert walk(d, c, 0, "(S The") == sorted(["zebra"] + OPENS)
+    assert walk(d, c, 0, "(S The zebra") == sorted(["sat"] + OPENS)
+    joined_xx = copy_dictionary(words=("The", "cat", "sat", "zebra"), placeholder=True)  # XX: Vinyals et al.
+    c = TreeConstraints(joined_xx, joined_xx)
+    c.set_batch([0], source_batch(joined_xx, "The zebra sat"), max_len=50)
+    assert not c.copy and walk(joined_xx, c, 0, "(S XX") == sorted(["XX"] + OPENS)
+
+
+def test_a_source_word_spelled_like_a_bracket_gets_an_unk_slot():
+    d = copy_dictionary(words=("The",))
+    c = TreeConstraints(d, d)
+    c.set_batch([0], source_batch(d, "The (S"), max_len=50)
+    assert walk(d, c, 0, "(S The") == sorted(["<unk>"] + OPENS)
+
+
+def test_constrained_beam_search_copies_the_source_words():
+    """Through the task with beam 4: every hypothesis of a random model is a tree whose word slots are
+    the source words in order (<unk> for the one the target dictionary lacks); --word-dropout, for
+    training only, leaves them alone."""
+    src_dict, tgt_dict = source_dictionary(), copy_dictionary()
+    model = build_model(src_dict, tgt_dict, embedding_sharing="decoder")
+    task = ConstituencyParsingTask(ParsingConfig(constrain_trees=True, word_dropout=0.9, seed=1), src_dict, tgt_dict)
+    args = SimpleNamespace(beam=4, lenpen=0.3, max_len_a=1, max_len_b=30, sampling=False)
+    generator = task.build_generator([model], args)
+    sentences = ["The zebra sat", "cat"]
+    src = source_batch(src_dict, *sentences)
+    sample = {"id": torch.tensor([0, 1]),
+              "net_input": {"src_tokens": src, "src_lengths": src.ne(src_dict.pad()).sum(1)}}
+    for sentence, beam in zip(sentences, task.inference_step(generator, [model], sample)):
+        for hypo in beam:
+            tokens = [tgt_dict[t] for t in hypo["tokens"].tolist()][:-1]
+            assert delinearize(tokens, sentence.split()).words() == sentence.split()
+            assert [t for t in tokens if t[0] not in "()"] == sentence.replace("zebra", "<unk>").split()
