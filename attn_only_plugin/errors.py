@@ -11,8 +11,8 @@ another --optimizer than it was trained with.
 Any other exception that ends the run is one line too: those whose message names the cause (no
 GPU for --fp16, a sentence longer than --max-tokens, a path the system refused) with what to do
 (explain.py); anything else as `error: <Type>: <message>` and "unexpected: rerun with
-ATTN_ONLY_TRACEBACK=1 for the traceback and report it". Ctrl-C and interactive Python sessions keep
-Python's own handling.
+ATTN_ONLY_TRACEBACK=1 for the traceback and report it". Ctrl-C (KeyboardInterrupt) that ends a run
+is one line too (exit status 130); interactive Python sessions keep Python's own handling.
 Set ATTN_ONLY_TRACEBACK=1 to see the full traceback.
 """
 import os
@@ -100,12 +100,17 @@ def one_line(exc) -> str:
     return f"{type(exc).__name__}" + (f": {first}" if first else "") + f"; {UNEXPECTED}"
 
 
+INTERRUPTED = ("interrupted (Ctrl-C): what was being written was not kept, earlier outputs are as they were; run "
+               "the same command again (fairseq-train resumes from its last checkpoint)")
+
+
 def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
     interactive = hasattr(sys, "ps1") or sys.flags.interactive
-    if (os.environ.get("ATTN_ONLY_TRACEBACK") or interactive or not isinstance(exc, Exception)):
+    stopped = isinstance(exc, KeyboardInterrupt)
+    if os.environ.get("ATTN_ONLY_TRACEBACK") or interactive or not (stopped or isinstance(exc, Exception)):
         return _previous(exc_type, exc, tb)
     try:
-        line = one_line(exc)
+        line = INTERRUPTED if stopped else one_line(exc)
     except Exception:  # never hide the error behind a failure to describe it
         return _previous(exc_type, exc, tb)
     try:
@@ -114,7 +119,7 @@ def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
         pass
     print(f"error: {line}", file=sys.stderr)
     sys.stderr.flush()
-    os._exit(1)
+    os._exit(130 if stopped else 1)  # 130 = 128 + SIGINT, as a shell reports a Ctrl-C
 
 
 def install_excepthook():

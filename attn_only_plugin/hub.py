@@ -24,7 +24,10 @@ def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_la
          device: str = "cpu", **overrides):
     """Load checkpoint_dir/checkpoint_file with the dictionaries in `data` (default: the
     checkpoint dir) and the sentencepiece model `spm_model` (None: input is already segmented)."""
-    from .models.transformer import AttnOnlyTransformer
+    from .models.transformer import AttnOnlyTransformer, TransformerConfig
+    check_device(device)
+    _unknown(overrides, _fairseq_options("common", "common_eval", "generation", "checkpoint", "dataset")
+             | {f for f in TransformerConfig.__dataclass_fields__} | {"source_lang", "target_lang"}, "load()")
     checkpoint_dir = Path(checkpoint_dir)
     if not (checkpoint_dir / checkpoint_file).is_file():
         raise PluginError(f"no checkpoint {checkpoint_dir / checkpoint_file}: give the folder and file name "
@@ -64,6 +67,8 @@ class Translator:
     def translate(self, sentences: Union[str, List[str]], beam: int = 4, lenpen: float = 0.6,
                   max_len_a: float = 1.0, max_len_b: int = 50, **kwargs):
         """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50."""
+        check_decoding(beam, lenpen, max_len_a, max_len_b)
+        _unknown(kwargs, _fairseq_options("generation"), "translate()")
         single = isinstance(sentences, str)
         batch = [sentences] if single else _batch(sentences)
         for i, s in enumerate(batch):
@@ -100,6 +105,50 @@ class Translator:
         out["source_tokens"] = [self.hub.src_dict[i] for i in src.tolist()]
         out["target_tokens"] = [tgt_dict[i] for i in tgt.tolist()]
         return out
+
+
+def _whole(value, name: str, low: int) -> None:
+    """A whole number >= low (not a bool, a float or a string), or a one-line PluginError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise PluginError(f"{name}={value!r}: give a whole number >= {low}")
+
+
+def _real(value, name: str, low: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low:
+        raise PluginError(f"{name}={value!r}: give a number >= {low}")
+
+
+def check_decoding(beam, lenpen, max_len_a, max_len_b, batch_size=None) -> None:
+    """The decoding arguments of both translate() faces, checked alike in one line each (fairseq
+    and CTranslate2 silently turned a beam of 0, a negative length or batch size into something)."""
+    _whole(beam, "beam", 1)
+    _real(lenpen, "lenpen", 0.0)
+    _real(max_len_a, "max_len_a", 0.0)
+    _whole(max_len_b, "max_len_b", 0)
+    if batch_size is not None:
+        _whole(batch_size, "batch_size", 1)
+
+
+def check_device(device) -> None:
+    """'cpu', 'cuda' or 'cuda:N' (what both faces understand), else one line."""
+    if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise PluginError(f"device={device!r}: give 'cpu', 'cuda' or 'cuda:N' (lower case)")
+
+
+def _unknown(names, known, where: str) -> None:
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise PluginError(f"{where} got unknown keyword argument{'s' if len(unknown) > 1 else ''} "
+                          f"{', '.join(unknown)}: check the spelling (fairseq's option names with _ for -)")
+
+
+def _fairseq_options(*groups) -> set:
+    """The option names of fairseq's config groups (FairseqConfig's fields, e.g. 'generation')."""
+    import dataclasses
+
+    from fairseq.dataclass.configs import FairseqConfig
+    config = FairseqConfig()
+    return {f.name for g in groups for f in dataclasses.fields(getattr(config, g))}
 
 
 def too_long(i: int, n: int, positions: int) -> PluginError:

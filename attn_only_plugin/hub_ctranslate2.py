@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import List, Optional, Tuple, Union
 
 from .errors import PluginError
-from .hub import _batch, _check_sentence, _not_bytes, too_long
+from .hub import _batch, _check_sentence, _not_bytes, _whole, check_decoding, check_device, too_long
 
 FAIRSEQ_SPECIALS = 4  # <s> <pad> </s> <unk> open every fairseq dictionary
 
@@ -31,6 +31,9 @@ def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str,
     ...); inter_threads batches translated in parallel, intra_threads threads each (0: all cores)."""
     from .export import INFO_FILE, require_ctranslate2
     ctranslate2 = require_ctranslate2()
+    check_device(device)
+    _whole(inter_threads, "inter_threads", 1)
+    _whole(intra_threads, "intra_threads", 0)
     model_dir = Path(model_dir)
     if not (model_dir / "model.bin").is_file():
         raise PluginError(f"no CTranslate2 model in {model_dir} (no model.bin): give the --out folder of "
@@ -102,10 +105,11 @@ class CTranslate2Translator:
     def translate_tokens(self, tokens: List[List[str]], beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
                          max_len_b: int = 50, batch_size: int = 32) -> List[Tuple[str, List[str], float]]:
         """translate_scored on source tokens that check() returned (checked and encoded once)."""
+        check_decoding(beam, lenpen, max_len_a, max_len_b, batch_size)
         out = [None] * len(tokens)
         order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))  # fairseq batches by length too
-        for start in range(0, len(order), max(1, batch_size)):
-            chunk = order[start:start + max(1, batch_size)]
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
             longest = max(len(tokens[i]) for i in chunk) + 1  # with </s>
             cap = min(int(max_len_a * longest + max_len_b), self.info["max_target_positions"] - 1)
             results = self.translator.translate_batch(

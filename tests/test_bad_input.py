@@ -208,6 +208,25 @@ def test_python_api_sentence_longer_than_positions(setup):
         mt.translate(["1 2", " ".join(["3"] * 1100)])
 
 
+def test_python_api_arguments_are_checked(setup):
+    """Issue 30, item 7: beam 0, -2, 2.5 or "4", a negative max_len_b, device="CPU" and unknown
+    keyword arguments were passed on (ignored, or silently turned into something): one line each."""
+    with pytest.raises(PluginError, match=r"^device='CPU': give 'cpu', 'cuda' or 'cuda:N' \(lower case\)$"):
+        attn_only_plugin.load(setup / "ckpt", data=setup / "bin", device="CPU")
+    with pytest.raises(PluginError, match="^load\\(\\) got unknown keyword argument beem: check the spelling"):
+        attn_only_plugin.load(setup / "ckpt", data=setup / "bin", beem=5)
+    mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin", max_source_positions=1024)  # a known override
+    for kwargs, message in [(dict(beam=0), "beam=0: give a whole number >= 1"), (dict(beam=-2), "beam=-2"),
+                            (dict(beam=2.5), "beam=2.5: give a whole number"), (dict(beam="4"), "beam='4'"),
+                            (dict(beam=True), "beam=True"), (dict(max_len_b=-5), "max_len_b=-5: give a whole number >= 0"),
+                            (dict(lenpen=float("nan")), "lenpen=nan: give a number >= 0.0"),
+                            (dict(max_len_a=-1), "max_len_a=-1"),
+                            (dict(nbestt=2), "translate\\(\\) got unknown keyword argument nbestt")]:
+        with pytest.raises(PluginError, match=f"^{message}"):
+            mt.translate("1 2", **kwargs)
+    assert isinstance(mt.translate("1 2", beam=2, max_len_b=3, nbest=1), str)  # the control, a fairseq option too
+
+
 # 7. empty and whitespace-only input; 8. text that is not UTF-8 -------------------------------------
 
 def test_interactive_empty_line(setup, checkpoint):

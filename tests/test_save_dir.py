@@ -231,3 +231,23 @@ def test_lock_that_cannot_be_taken_stops_the_training(data, tmp_path):
     one_line_error(train(data, save, 2), f"cannot take the training lock {save / LOCK}",
                    "a second training", "would not be refused", "must be a plain file")
     assert checkpoints(save) == {}
+
+
+def test_ctrl_c_during_training_is_one_line(data, tmp_path):
+    """Issue 30, item 6: Ctrl-C (SIGINT to the process group, as a terminal sends it, DataLoader
+    worker included) in fairseq-train printed a traceback of tens of lines. Now one line, exit 130,
+    and the same command resumes from the last checkpoint."""
+    save = tmp_path / "ckpt"
+    cmd = [str(c) for c in (BIN / "fairseq-train", *train_args(data, save, 100000, 0.0, "--save-interval-updates", 2))]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=ENV,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + TIMEOUT
+    while proc.poll() is None and not (save / "checkpoint_last.pt").exists():
+        assert time.monotonic() < deadline, "no checkpoint written"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 130, (proc.returncode, stderr[-3000:])
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith("error: interrupted (Ctrl-C): "), stderr[-2000:]
+    assert "fairseq-train resumes from its last checkpoint" in stderr

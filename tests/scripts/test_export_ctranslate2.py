@@ -4,6 +4,7 @@ translation of a file, stdin and fairseq-generate's S-/H-/D- lines; bad input (i
 as one-line errors with nothing half-written."""
 import dataclasses
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -252,3 +253,21 @@ def test_model_folder_device_and_compute_type(ckpt, tmp_path):
     with pytest.raises(PluginError, match="takes beam, lenpen, max_len_a, max_len_b and batch_size, not "
                                           "sampling: use attn_only_plugin.load"):
         mt.translate("1 2", sampling=True)
+
+
+def test_ctranslate2_api_arguments_are_checked(ckpt, tmp_path):
+    """Issue 30, item 7: batch_size 0 or negative and negative lengths were silently 1; threads and
+    device unchecked. One line each, alike with load()'s translate()."""
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2")
+    for kwargs, message in [(dict(device="CPU"), "device='CPU': give 'cpu', 'cuda' or 'cuda:N'"),
+                            (dict(intra_threads=-1), "intra_threads=-1: give a whole number >= 0"),
+                            (dict(inter_threads=0), "inter_threads=0: give a whole number >= 1")]:
+        with pytest.raises(PluginError, match=f"^{re.escape(message)}"):
+            attn_only_plugin.load_ctranslate2(tmp_path / "ct2", **kwargs)
+    mt = attn_only_plugin.load_ctranslate2(tmp_path / "ct2")
+    for kwargs, message in [(dict(batch_size=0), "batch_size=0: give a whole number >= 1"),
+                            (dict(batch_size=-3), "batch_size=-3"), (dict(beam=0), "beam=0: give a whole number >= 1"),
+                            (dict(beam="4"), "beam='4'"), (dict(max_len_b=-5), "max_len_b=-5: give a whole number >= 0")]:
+        with pytest.raises(PluginError, match=f"^{re.escape(message)}"):
+            mt.translate("1 2", **kwargs)
+    assert isinstance(mt.translate("1 2", batch_size=1), str)  # the control
