@@ -44,8 +44,8 @@ def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str,
     info = json.loads((model_dir / INFO_FILE).read_text())
     sp = _sentencepiece(spm_model) if spm_model is not None else None
     if str(device).startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
-        from .explain import NO_GPU
-        raise PluginError(f"device={device!r}: {NO_GPU.replace('attn_only_plugin.load', 'load_ctranslate2')}")
+        raise PluginError(f"device={device!r}: this machine has no usable CUDA GPU: pass device='cpu' to "
+                          "load_ctranslate2 (translate_ctranslate2.py: --device cpu)")
     if sp is not None:
         from .input_checks import check_spm_matches_dictionary
         vocab = SimpleNamespace(symbols=_source_vocabulary(model_dir), nspecial=FAIRSEQ_SPECIALS)

@@ -31,9 +31,13 @@ from .safe_load import non_finite
 SPM_MIN_COVERAGE = 0.9
 
 
-def check_data_dir(data, source_lang=None, target_lang=None) -> None:
+PAIR_FLAGS = "pass --source-lang and --target-lang"
+
+
+def check_data_dir(data, source_lang=None, target_lang=None, pair_fix: str = PAIR_FLAGS) -> None:
     """Raise a PluginError unless `data` (fairseq's DATA, shards separated by ':') is a folder
-    that fairseq-preprocess wrote, with the dictionaries of the language pair."""
+    that fairseq-preprocess wrote, with the dictionaries of the language pair. pair_fix: what to
+    do when the pair cannot be inferred (a command without --source-lang says its own remedy)."""
     from fairseq import utils
     from fairseq.data.data_utils import infer_language_pair
     paths = utils.split_paths(data) if data else []
@@ -43,6 +47,9 @@ def check_data_dir(data, source_lang=None, target_lang=None) -> None:
     first = paths[0]
     if "://" in first:  # a remote path fairseq's PathManager handles: leave it to fairseq
         return
+    if os.path.exists(first) and not os.path.isdir(first):
+        raise PluginError(f"data directory {first} is a file, not a folder: give the --destdir folder that "
+                          "fairseq-preprocess wrote")
     if not os.path.isdir(first):
         raise PluginError(f"data directory {first} does not exist: give the --destdir that fairseq-preprocess wrote")
     dicts = sorted(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(first), "dict.*.txt")))
@@ -54,7 +61,7 @@ def check_data_dir(data, source_lang=None, target_lang=None) -> None:
             raise PluginError(f"no dict.{lang}.txt in {first} (it has {', '.join(dicts)}): check {flag}")
     if (source_lang is None or target_lang is None) and infer_language_pair(first) == (None, None):
         raise PluginError(f"cannot tell the language pair of {first} (no SPLIT.SRC-TGT.* data beside "
-                          f"{', '.join(dicts)}): pass --source-lang and --target-lang")
+                          f"{', '.join(dicts)}): {pair_fix}")
 
 
 def check_spm_matches_dictionary(sp, dictionary, model_path, dict_name="the dictionary") -> None:

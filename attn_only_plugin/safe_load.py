@@ -70,10 +70,37 @@ def refused_error(path, exc: BaseException):
                        "checkpoints from a source you trust")
 
 
+# the first bytes of torch's legacy (non-zip) format: a pickle (protocol 2) of its magic number
+_TORCH_LEGACY = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+
+
+def other_format(path):
+    """What a file that torch cannot read is instead, when its name or first bytes say so, else None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_TORCH_LEGACY))
+    except OSError:
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if not head:
+        return "an empty file"
+    if os.path.basename(path) == "model.bin" and os.path.isfile(os.path.join(folder, "config.json")):
+        return "a CTranslate2 model (scripts/export_ctranslate2.py's output: load it with load_ctranslate2)"
+    if head.startswith(b"\x93NUMPY"):
+        return "a numpy array file (.npy)"
+    if head[:1] == b"\x80" and not head.startswith(_TORCH_LEGACY):
+        return "a plain Python pickle (pickle.dump), not a torch checkpoint"
+    return None
+
+
 def unreadable_error(path, exc: BaseException):
     """The PluginError for a checkpoint file torch.load could not read (truncated, corrupt, not a
-    checkpoint): one line with torch's first line of explanation."""
+    checkpoint): one line with torch's first line of explanation, or what the file is instead."""
     from .errors import PluginError
+    kind = other_format(path)
+    if kind is not None:
+        return PluginError(f"{path} is not a checkpoint but {kind}: give a checkpoint that fairseq-train wrote "
+                           "(checkpoint_best.pt, checkpoint_last.pt, checkpoint_E_U.pt in its --save-dir)")
     return PluginError(f"cannot read checkpoint {path}: it is corrupt or truncated ({_reason(path, exc)}); copy it "
                        "again, or use another checkpoint (checkpoint_best.pt, an earlier checkpoint_E_U.pt)")
 

@@ -95,3 +95,30 @@ def test_trusted_checkpoint_still_loads(setup):
     import attn_only_plugin
     mt = attn_only_plugin.load(setup / "good", data=setup / "bin")
     assert isinstance(mt.translate("1 2 3"), str)
+
+
+def test_a_file_of_another_kind_is_named_not_called_corrupt(tmp_path):
+    """Issue 30, item 8: a CTranslate2 model.bin, a numpy array, a plain pickle or an empty file given
+    as a checkpoint was 'corrupt or truncated'; the error now says what the file is. A torch file
+    that really is cut short keeps that message."""
+    import pickle
+    import re
+
+    import numpy as np
+    from attn_only_plugin.errors import PluginError
+    from attn_only_plugin.safe_load import load_checkpoint
+    ct2 = tmp_path / "ct2"
+    ct2.mkdir()
+    (ct2 / "config.json").write_text("{}")
+    (ct2 / "model.bin").write_bytes(b"\x06\x00\x00\x00TransformerSpec")
+    np.save(tmp_path / "array.npy", np.zeros(3))
+    (tmp_path / "plain.pkl").write_bytes(pickle.dumps({"model": [1, 2]}))
+    (tmp_path / "empty.pt").write_bytes(b"")
+    torch.save({"model": {"w": torch.ones(100)}}, tmp_path / "good.pt")
+    (tmp_path / "cut.pt").write_bytes((tmp_path / "good.pt").read_bytes()[:200])
+    for path, kind in [(ct2 / "model.bin", "a CTranslate2 model"), (tmp_path / "array.npy", "a numpy array file"),
+                       (tmp_path / "plain.pkl", "a plain Python pickle"), (tmp_path / "empty.pt", "an empty file")]:
+        with pytest.raises(PluginError, match=f"^{re.escape(str(path))} is not a checkpoint but {kind}"):
+            load_checkpoint(path)
+    with pytest.raises(PluginError, match="it is corrupt or truncated"):
+        load_checkpoint(tmp_path / "cut.pt")

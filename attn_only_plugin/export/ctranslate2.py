@@ -79,7 +79,8 @@ def read_dictionaries(data, task_cfg) -> Tuple[object, object]:
     from ..input_checks import check_data_dir
     get = (lambda k: task_cfg.get(k)) if isinstance(task_cfg, dict) else (lambda k: getattr(task_cfg, k, None))
     src, tgt = get("source_lang"), get("target_lang")
-    check_data_dir(str(data), src, tgt)
+    check_data_dir(str(data), src, tgt, "the checkpoint records no language pair either: give the whole data-bin "
+                   "(its SPLIT.SRC-TGT.* files name the pair) or a checkpoint that fairseq-train wrote")
     if src is None or tgt is None:
         src, tgt = infer_language_pair(str(data))
     return (Dictionary.load(os.path.join(data, f"dict.{src}.txt")),

@@ -186,6 +186,18 @@ def test_dictionaries_missing_or_not_the_checkpoints(ckpt, tmp_path):
         export(ckpt / "checkpoint.pt", "--data", tmp_path / "empty", "--out", tmp_path / "o")
     with pytest.raises(PluginError, match="data directory .* does not exist"):
         export(ckpt / "checkpoint.pt", "--data", tmp_path / "nope", "--out", tmp_path / "o")
+    (tmp_path / "a_file").write_text("x")  # issue 30, item 8: a file was reported as "does not exist"
+    with pytest.raises(PluginError, match="data directory .*a_file is a file, not a folder: give the --destdir folder"):
+        export(ckpt / "checkpoint.pt", "--data", tmp_path / "a_file", "--out", tmp_path / "o")
+    bare = tmp_path / "bare"  # dictionaries only, and a checkpoint without its language pair
+    shutil.copytree(ckpt / "bin", bare)
+    state = torch.load(ckpt / "checkpoint.pt", weights_only=False)
+    state["cfg"]["task"] = {"_name": "translation"}
+    torch.save(state, tmp_path / "no_pair.pt")
+    with pytest.raises(PluginError, match="cannot tell the language pair .*: the checkpoint records no language pair "
+                                          "either: give the whole data-bin") as refused:
+        export(tmp_path / "no_pair.pt", "--data", bare, "--out", tmp_path / "o")
+    assert "--source-lang" not in str(refused.value)  # item 8: the export has no such flag
     (tmp_path / "other").mkdir()
     for lang in ("src", "tgt"):
         (tmp_path / "other" / f"dict.{lang}.txt").write_text("a 5\nb 3\n")
@@ -241,7 +253,8 @@ def test_model_folder_device_and_compute_type(ckpt, tmp_path):
     export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2", "--force")
     import ctranslate2
     if ctranslate2.get_cuda_device_count() == 0:
-        with pytest.raises(PluginError, match="device='cuda': this machine has no usable CUDA GPU"):
+        with pytest.raises(PluginError, match="device='cuda': this machine has no usable CUDA GPU: pass device='cpu' to "
+                                              "load_ctranslate2 \\(translate_ctranslate2.py: --device cpu\\)$"):
             attn_only_plugin.load_ctranslate2(tmp_path / "ct2", device="cuda")
     with pytest.raises(PluginError, match="CTranslate2 cannot load .* compute_type='int3'"):
         attn_only_plugin.load_ctranslate2(tmp_path / "ct2", compute_type="int3")
