@@ -1,5 +1,6 @@
 """Finds characters that text editors do not show and that carry no meaning in text: a UTF-8 byte
-order mark, the zero-width space, the word joiner and the soft hyphen.
+order mark inside the text, the zero-width space, the word joiner, the soft hyphen and NUL. A byte
+order mark that starts a file is an encoding mark, not text: readers strip it (strip_bom).
 
 A sentence holding one looks right on screen and is segmented into pieces that no training
 sentence had. The zero-width non-joiner and joiner (U+200C, U+200D) and the direction marks
@@ -10,15 +11,23 @@ file alone.
 """
 import unicodedata
 
+BOM = "\ufeff"  # at the very start of a file it is an encoding mark, not text: strip it there (strip_bom)
+
 HIDDEN = {
-    "\ufeff": "BYTE ORDER MARK",
+    "\x00": "NULL",
+    BOM: "BYTE ORDER MARK",
     "\u200b": "ZERO WIDTH SPACE",
     "\u2060": "WORD JOINER",
     "\u00ad": "SOFT HYPHEN",
 }
 
 # a shell command that deletes all of them (GNU sed, UTF-8 bytes)
-REMOVE = r"LC_ALL=C sed -i 's/\xef\xbb\xbf\|\xe2\x80\x8b\|\xe2\x81\xa0\|\xc2\xad//g' FILE"
+REMOVE = r"LC_ALL=C sed -i 's/\x00\|\xef\xbb\xbf\|\xe2\x80\x8b\|\xe2\x81\xa0\|\xc2\xad//g' FILE"
+
+
+def strip_bom(text: str, first_line: bool) -> str:
+    """Line text without the byte order mark that starts a file (only on its first line)."""
+    return text.removeprefix(BOM) if first_line else text
 
 
 def find_hidden(text: str):

@@ -22,7 +22,7 @@ import os
 
 from .errors import PluginError, find_in_chain
 from .fairseq_fixes import wrap_once
-from .hidden_chars import REMOVE, find_hidden
+from .hidden_chars import REMOVE, find_hidden, strip_bom
 from .safe_load import non_finite
 
 # a sentencepiece model fits a dictionary when at least this share of its (non-special) entries
@@ -105,7 +105,7 @@ def read_input_lines(input, buffer_size):
     buffer = []
     with fileinput.input(files=[input], mode="rb") as h:
         for n, raw in enumerate(h, 1):
-            line = _decoded(raw, n).strip()
+            line = strip_bom(_decoded(raw, n), n == 1).strip()
             if not line:
                 raise PluginError(f"input line {n} is empty or whitespace only: remove empty lines before "
                                   "translating, e.g. grep -v '^[[:space:]]*$'")

@@ -28,7 +28,10 @@ def run_evalb(gold, test, param=None, cutoff=None, max_error=None):
         params = replace(params, cutoff_len=cutoff)
     if max_error is not None:
         params = replace(params, max_error=max_error)
-    result = evalb.evaluate_lines(evalb.read_lines(gold), evalb.read_lines(test), params)
+    gold_lines, test_lines = evalb.read_lines(gold), evalb.read_lines(test)
+    if not gold_lines:  # EVALB printed an all-zero report, exit 0, for nothing to score
+        raise evalb.EvalbError(f"{gold} holds no trees: give the gold file, one bracketed tree per line")
+    result = evalb.evaluate_lines(gold_lines, test_lines, params)
     errors = [f"{r.line} : {message}" for r in result.sentences for message in r.errors]
     return evalb.format_report(result), errors
 

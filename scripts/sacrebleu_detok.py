@@ -18,7 +18,7 @@ import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its on
 def read_lines(path: Path):
     """The file's lines, split on '\\n' only (str.splitlines would also split on U+2028, U+0085...)."""
     try:
-        with open(path, encoding="utf-8", newline="\n") as f:
+        with open(path, encoding="utf-8-sig", newline="\n") as f:  # -sig: a leading byte order mark is no text
             return [line.rstrip("\n").rstrip("\r") for line in f]
     except FileNotFoundError:
         raise SystemExit(f"error: {path} not found") from None

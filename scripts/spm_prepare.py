@@ -39,7 +39,7 @@ def train_model(files, prefix: Path, vocab_size: int, model_type: str) -> None:
 
 def encode_file(model, src: Path, dst: Path) -> int:
     fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=dst.name + ".")
-    with os.fdopen(fd, "w", encoding="utf-8") as out, open(src, encoding="utf-8") as inp:
+    with os.fdopen(fd, "w", encoding="utf-8") as out, open(src, encoding="utf-8-sig") as inp:  # no BOM
         n = 0
         for n, line in enumerate(inp, 1):
             out.write(" ".join(model.encode(line.strip(), out_type=str)) + "\n")
@@ -70,7 +70,7 @@ def first_bad_text(path: Path):
             except UnicodeDecodeError as e:
                 return (f"{path} line {n} is not UTF-8 text (byte 0x{line[e.start]:02x} at byte {e.start}): convert "
                         "the corpus to UTF-8 first, e.g. iconv -f latin1 -t utf-8")
-            found = hidden.find_hidden(text)
+            found = hidden.find_hidden(hidden.strip_bom(text, n == 1))
             if found:
                 return (f"{path} line {n} holds an invisible character, {found[1]} at column {found[0]}, which would "
                         f"become part of a piece: remove it first, e.g. {hidden.REMOVE.replace('FILE', str(path))}")
@@ -88,6 +88,11 @@ def prepare(data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_ty
         bad = first_bad_text(path)
         if bad:
             fail(bad)
+    for split in SPLITS:
+        n_src, n_tgt = (sum(1 for _ in open(files[split, lang], "rb")) for lang in (src, tgt))
+        if n_src != n_tgt:
+            fail(f"{files[split, src]} has {n_src} lines but {files[split, tgt]} has {n_tgt}: a parallel corpus has "
+                 "one sentence per line on both sides, in the same order; align the files first")
     out.mkdir(parents=True, exist_ok=True)
     print(f"[spm] training a joint {model_type} model, vocabulary {vocab_size}", file=sys.stderr)
     with tempfile.TemporaryDirectory(dir=out) as tmp:
@@ -112,6 +117,8 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=Path, required=True, help="the folder to write (not inside --data)")
     p.add_argument("--force", action="store_true", help="write over an existing --out")
     a = p.parse_args(argv)
+    if a.src == a.tgt:
+        fail(f"--src and --tgt are both {a.src!r}: give the two languages of the corpus, e.g. --src en --tgt de")
     if a.vocab_size < 100:
         fail(f"--vocab-size {a.vocab_size} is too small: use at least a few thousand")
     _standalone.load("atomic.py").check_output(a.out, [a.data], a.force)

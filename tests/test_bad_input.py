@@ -249,6 +249,16 @@ def test_interactive_reader_in_process(tmp_path):
     (tmp_path / "empty.txt").write_text("a\n\n")
     with pytest.raises(PluginError, match="input line 2 is empty"):
         list(read_input_lines(str(tmp_path / "empty.txt"), 10))
+    # issue 30, item 9: a byte order mark that starts the input is an encoding mark (it was refused as
+    # an invisible character); inside the text, or on a later line, it is still refused
+    (tmp_path / "bom.txt").write_bytes("\ufeffa b\nc\n".encode("utf-8"))
+    assert list(read_input_lines(str(tmp_path / "bom.txt"), 10)) == [["a b", "c"]]
+    (tmp_path / "bom2.txt").write_bytes("a b\n\ufeffc\n".encode("utf-8"))
+    with pytest.raises(PluginError, match="input line 2 holds an invisible character, U\\+FEFF"):
+        list(read_input_lines(str(tmp_path / "bom2.txt"), 10))
+    (tmp_path / "nul.txt").write_bytes(b"a\x00b\n")
+    with pytest.raises(PluginError, match="input line 1 holds an invisible character, U\\+0000 NULL at column 2"):
+        list(read_input_lines(str(tmp_path / "nul.txt"), 10))
 
 
 def test_interactive_reader_text_stdin(monkeypatch):

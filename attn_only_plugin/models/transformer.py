@@ -110,6 +110,11 @@ def validate(cfg: TransformerConfig) -> None:
         if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
             raise PluginError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}: leave it out for "
                               + ("full self-attention" if name == "attention_window" else "no relative positions"))
+    longest = max(cfg.max_source_positions, cfg.max_target_positions)
+    if cfg.relative_positions is not None and cfg.relative_positions >= longest:
+        # 2K + 1 embeddings of size d_k: K = 10^9 asked for gigabytes, for distances no input has
+        raise PluginError(f"--relative-positions {cfg.relative_positions} clips no distance: inputs are at most "
+                          f"{longest} tokens, so give K < {longest} (Shaw et al. use K = 16 or less)")
     if not -1 <= cfg.alignment_layer < cfg.decoder_layers:
         raise PluginError(f"--alignment-layer must be a decoder layer, 0 to {cfg.decoder_layers - 1}, or -1 for the "
                           f"last, got {cfg.alignment_layer}")

@@ -32,6 +32,15 @@ def test_parse_preset():
         (4, 1024, 2048, 8, 0.2, 0.2)
 
 
+def test_relative_positions_beyond_the_longest_input_refused(dictionary):
+    """Issue 30, item 9: --relative-positions 1000000000 tried to allocate 2K + 1 embeddings (64 GB)
+    for distances no input has: bounded by the position limits, one line."""
+    with pytest.raises(PluginError, match="^--relative-positions 1000000000 clips no distance: inputs are at most "
+                                          "64 tokens, so give K < 64 \\(Shaw et al. use K = 16 or less\\)$"):
+        build_model(dictionary, relative_positions=10**9)
+    build_model(dictionary, relative_positions=16)  # the control
+
+
 def test_config_errors(dictionary):
     with pytest.raises(PluginError, match="not divisible by h"):
         build_model(dictionary, d_model=30, heads=4)

@@ -221,3 +221,13 @@ def test_cli_prints_evalb_report_and_one_line_errors(tmp_path):
                               capture_output=True, text=True)
         assert proc.returncode == 1 and proc.stderr.startswith("error: ")
         assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_empty_gold_is_an_error_not_a_zero_report(tmp_path):
+    """Issue 30, item 9: evalb.py on empty files printed an all-zero report, exit 0."""
+    (tmp_path / "gold").write_text("")
+    (tmp_path / "test").write_text("")
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "scripts" / "evalb.py"),
+                           str(tmp_path / "gold"), str(tmp_path / "test")], capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == f"error: {tmp_path / 'gold'} holds no trees: give the gold file, one bracketed tree per line\n"

@@ -55,3 +55,14 @@ def test_detok_scores_like_sacrebleu(script):
     score, signature = script("sacrebleu_detok").detok_bleu([HYP + "."], [REF + "."])
     assert math.isclose(score.score, sacrebleu.corpus_bleu([HYP + "."], [[REF + "."]]).score)
     assert score.score < 100 and "tok:13a" in str(signature)
+
+
+def test_byte_order_mark_is_not_text(cli, tmp_path):
+    """Issue 30, item 9: hypotheses saved with a byte order mark scored 83 instead of 100 on 1-grams
+    (the mark glued to the first word); it is an encoding mark, stripped when read."""
+    ref = tmp_path / "ref"
+    ref.write_text("Das ist ein Satz .\nNoch einer hier .\n", encoding="utf-8")
+    hyp = tmp_path / "hyp"
+    hyp.write_bytes(b"\xef\xbb\xbf" + ref.read_bytes())
+    proc = cli("sacrebleu_detok", hyp, ref)
+    assert proc.returncode == 0 and " = 100.00 100.0/100.0/100.0/100.0 " in proc.stdout, proc.stdout + proc.stderr

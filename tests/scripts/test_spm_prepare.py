@@ -34,3 +34,26 @@ def test_output_may_not_be_or_lie_inside_the_corpus_and_is_replaced_only_with_fo
                                                    "or choose another --out\n"
     assert digests(out) == written
     assert cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out, "--force").returncode == 0
+
+
+def test_byte_order_mark_nul_line_counts_and_one_language(cli, tmp_path):
+    """Issue 30, item 9: a byte order mark that starts a file is an encoding mark, stripped (not a
+    piece of the first sentence, not a refusal); NUL is refused by line; sides of different lengths
+    and --src = --tgt are one line each, nothing written."""
+    raw = corpus(tmp_path)
+    (raw / "train.en").write_bytes(b"\xef\xbb\xbf" + (raw / "train.en").read_bytes())
+    out = tmp_path / "spm"
+    proc = cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert not (out / "train.en").read_text(encoding="utf-8").startswith(("\ufeff", "\u2581\ufeff"))
+    (raw / "valid.de").write_text("ein\x00 Satz\n" * 50)
+    proc = cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", tmp_path / "o2")
+    assert proc.returncode == 1 and "line 1 holds an invisible character, U+0000 NULL at column 4" in proc.stderr
+    (raw / "valid.de").write_text("ein Satz\n" * 49)
+    proc = cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", tmp_path / "o2")
+    assert proc.returncode == 1 and proc.stderr == (f"error: {raw / 'valid.en'} has 50 lines but {raw / 'valid.de'} has "
+                                                    "49: a parallel corpus has one sentence per line on both sides, in "
+                                                    "the same order; align the files first\n")
+    proc = cli("spm_prepare", "--data", raw, "--src", "en", "--tgt", "en", "--vocab-size", 100, "--out", tmp_path / "o2")
+    assert proc.returncode == 1 and proc.stderr.startswith("error: --src and --tgt are both 'en'")
+    assert not (tmp_path / "o2").exists()
