@@ -23,7 +23,7 @@ if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
   "$BIN/fairseq-preprocess" --source-lang words --target-lang tree --trainpref "$WORK/text/train" \
       --validpref "$WORK/text/valid" --testpref "$WORK/text/test" --destdir "$WORK/data-bin" \
       --nwordssrc 16000 `# section 6.3: 16K source vocabulary for WSJ only` \
-      --workers "$(nproc)" >"$WORK/preprocess.log" 2>&1 || { tail -5 "$WORK/preprocess.log" >&2; exit 1; }
+      --workers "$(nproc)" ${PREPROCESS_FLAGS:-} >"$WORK/preprocess.log" 2>&1 || { tail -5 "$WORK/preprocess.log" >&2; exit 1; }
 fi
 SHAPE=()
 if [ "${SMALL:-0}" = 1 ]; then  # a CPU-sized transformer_parse: same depth, smaller widths
