@@ -41,6 +41,11 @@ def generate_to_results(main, cfg):
     name = f"generate-{subset}.txt"
     final = os.path.join(folder, name)
     partial_dir = final + INCOMPLETE
+    if os.path.isdir(final) or os.path.exists(folder) and not os.path.isdir(folder):
+        # found only after translating everything, where the move over it failed
+        what = f"{final} is a folder" if os.path.isdir(final) else f"--results-path {folder} is a file"
+        raise PluginError(f"{what}, so the results cannot be written there: move it away, or give another "
+                          "--results-path")
     cfg.common_eval.results_path = partial_dir  # fairseq writes partial_dir/generate-<subset>.txt
     try:
         result = main(cfg)

@@ -251,3 +251,16 @@ def test_ctrl_c_during_training_is_one_line(data, tmp_path):
     assert "Traceback" not in stderr, stderr[-3000:]
     assert stderr.strip().splitlines()[-1].startswith("error: interrupted (Ctrl-C): "), stderr[-2000:]
     assert "fairseq-train resumes from its last checkpoint" in stderr
+
+
+def test_results_path_that_cannot_take_the_file_is_refused_before_translating(data, trained, tmp_path):
+    """Issue 30, item 8: --results-path DIR whose DIR/generate-test.txt is a folder (or a DIR that is a
+    file) was found only after translating the whole set. One line before the model is loaded."""
+    (tmp_path / "generate-test.txt").mkdir()
+    proc = fairseq("fairseq-generate", *generate_args(data, trained / "checkpoint_last.pt", tmp_path, "test"))
+    one_line_error(proc, f"{tmp_path / 'generate-test.txt'} is a folder, so the results cannot be written there")
+    assert "H-0" not in proc.stdout and os.listdir(tmp_path) == ["generate-test.txt"]
+    (tmp_path / "file").write_text("mine")
+    proc = fairseq("fairseq-generate", *generate_args(data, trained / "checkpoint_last.pt", tmp_path / "file", "test"))
+    one_line_error(proc, f"--results-path {tmp_path / 'file'} is a file, so the results cannot be written there")
+    assert (tmp_path / "file").read_text() == "mine"
