@@ -32,6 +32,11 @@ def atomic_output(path, mode: str = "wb", tmp_path=None, **open_kwargs):
     tmp_path: a fixed temporary name, so that a file left by a killed process is overwritten by the
     next write instead of piling up; default a fresh hidden `.NAME.XXXX.tmp` beside PATH."""
     path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):  # else the error would name the hidden temporary file, found only at the end
+        raise PluginError(f"{path} is a folder: give a file path to write")
+    if not os.path.isdir(folder):
+        raise PluginError(f"the folder of {path} does not exist: create it first, or choose another path")
     if tmp_path is None:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
                                    prefix=f".{os.path.basename(path)}.", suffix=".tmp")

@@ -556,3 +556,17 @@ def test_check_output_rule(tmp_path):
         check_output(tmp_path / "hard.txt", [tmp_path / "missing"])
     check_output(tmp_path / "hard.txt", [tmp_path / "missing"], force=True)
     check_output(tmp_path / "data2", [data])  # a sibling whose name starts with the input's is not inside it
+
+
+def test_atomic_output_names_the_users_path(tmp_path):
+    """Issue 30, item 8: a path that is a folder failed at the end with the hidden temporary file's name
+    ('.avg_outdir.XXXX.tmp: Is a directory'); now one line naming the user's path, before writing."""
+    from attn_only_plugin.atomic import atomic_output
+    (tmp_path / "avg_outdir").mkdir()
+    with pytest.raises(PluginError, match=f"^{re.escape(str(tmp_path / 'avg_outdir'))} is a folder: give a file path"):
+        with atomic_output(tmp_path / "avg_outdir") as f:
+            f.write(b"x")
+    with pytest.raises(PluginError, match="^the folder of .*nowhere/x.pt does not exist: create it first"):
+        with atomic_output(tmp_path / "nowhere" / "x.pt") as f:
+            f.write(b"x")
+    assert os.listdir(tmp_path) == ["avg_outdir"] and os.listdir(tmp_path / "avg_outdir") == []
