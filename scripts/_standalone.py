@@ -13,6 +13,7 @@ The files are loaded as submodules of a stand-in package (`_attn_only_standalone
 is not run, so their relative imports (errors.py imports explain.py) work without fairseq.
 """
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
