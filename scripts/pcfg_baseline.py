@@ -7,9 +7,9 @@ PCFG (Klein & Manning 2003) read off the train split's gold trees parses SPLIT, 
 
 --data holds scripts/prepare_ptb.py's SPLIT.words / .tags / .gold; the grammar is trained on
 TRAIN.gold (--train, default train): parent annotation (--vertical 2), right-factored binarization
-with horizontal Markovization (--markov 2), exact Viterbi CKY (attn_only_plugin/parsing/pcfg.py).
-SPLIT is parsed from its words (unseen words tagged through their shape and suffix), or with
---gold-tags from the gold POS tags. Either way the gold tags are put back before scoring, as
+with horizontal Markovization (--markov 2), a rare-word lexicon (--rare 2), exact Viterbi CKY
+(attn_only_plugin/parsing/pcfg.py). SPLIT is parsed from its words (unseen words tagged through
+their shape and suffix), or with --gold-tags from the gold POS tags. Either way the gold tags are put back before scoring, as
 parse_eval.py does (EVALB finds punctuation by its tag); the tagging accuracy printed is the
 parser's own. A sentence the grammar derives no tree for gets the right-branching tree, counted.
 --out is written atomically, and refused when it is one of the inputs.
@@ -43,7 +43,7 @@ def read_split(data: Path, split: str):
     return words, tags, text["gold"]
 
 
-def train_parser(gold: Path, v: int, h: int):
+def train_parser(gold: Path, v: int, h: int, rare: int):
     pcfg, ptb = _standalone.load("parsing/pcfg.py"), _standalone.load("parsing/ptb.py")
     if not gold.is_file():
         raise SystemExit(f"error: {gold} not found: run scripts/prepare_ptb.py first, with a --split that "
@@ -56,7 +56,7 @@ def train_parser(gold: Path, v: int, h: int):
     if not trees:
         raise SystemExit(f"error: {gold} has no trees: give --train a split with trees")
     try:
-        return pcfg.PCFGParser.train(trees, v, h)
+        return pcfg.PCFGParser.train(trees, v, h, rare)
     except ValueError as e:  # a label the grammar's symbols cannot hold
         raise SystemExit(f"error: {gold}: {e}")
 
@@ -77,12 +77,14 @@ def parse_all(parser, words, tags, gold_tags: bool, log):
 
 
 def baseline(data: Path, split: str = "test", train: str = "train", markov: int = 2, vertical: int = 2,
-             gold_tags: bool = False, out: Path = None, log=sys.stderr) -> str:
+             gold_tags: bool = False, out: Path = None, log=sys.stderr, rare: int = 2) -> str:
     """Train, parse SPLIT, score; returns the report line (and writes --out's trees)."""
     atomic, evalb = _standalone.load("atomic.py"), _standalone.load("parsing/evalb.py")
     linearize = _standalone.load("parsing/linearize.py")
     if markov < 0:
         raise SystemExit(f"error: --markov {markov}: give the number of siblings to remember, 0 or more")
+    if rare < 0:
+        raise SystemExit(f"error: --rare {rare}: give a word count, 0 or more")
     inputs = [data / f"{s}.{ext}" for ext in ("words", "tags", "gold") for s in (split, train)]
     clash = atomic.input_written_over(out, inputs) if out is not None else None
     if clash is not None:
@@ -90,7 +92,7 @@ def baseline(data: Path, split: str = "test", train: str = "train", markov: int 
                          f"--out another path, e.g. {split}.pcfg")
     words, tags, gold = read_split(data, split)
     start = time.time()
-    parser = train_parser(data / f"{train}.gold", vertical, markov)
+    parser = train_parser(data / f"{train}.gold", vertical, markov, rare)
     g = parser.grammar
     print(f"[pcfg] grammar from {data / train}.gold (v={vertical}, h={markov}): {len(g.symbols)} symbols, "
           f"{len(g.binary.parent)} binary and {len(g.unary.parent)} unary rules, {len(g.tags)} tags "
@@ -105,7 +107,7 @@ def baseline(data: Path, split: str = "test", train: str = "train", markov: int 
     source = "gold POS tags" if gold_tags else "words"
     return (f"EVALB (COLLINS.prm) on {split}, {len(words)} sentences ({t.valid} valid): F1 {t.fmeasure:.2f} "
             f"(recall {t.recall:.2f}, precision {t.precision:.2f}, complete match {t.per_valid(t.complete):.2f}); "
-            f"treebank PCFG (v={vertical}, h={markov}, trained on {train}) from {source}: tagging accuracy "
+            f"treebank PCFG (v={vertical}, h={markov}, rare {rare}, trained on {train}) from {source}: tagging accuracy "
             f"{100 * right / sum(map(len, tags)):.2f}%, {fallbacks} right-branching fallbacks")
 
 
@@ -118,10 +120,12 @@ def main(argv=None) -> None:
     p.add_argument("--markov", type=int, default=2, help="horizontal Markov order h (default 2, chosen on valid)")
     p.add_argument("--vertical", type=int, default=2, choices=(1, 2),
                    help="vertical order v: 2 annotates each phrase with its parent's label (default)")
+    p.add_argument("--rare", type=int, default=2, help="words seen at most this often in training get their tags "
+                   "smoothed with their shape + suffix class's (default 2, chosen on valid)")
     p.add_argument("--gold-tags", action="store_true", help="parse from the gold POS tags instead of the words")
     p.add_argument("--out", type=Path, help="also write the predicted trees (gold tags put back), one per line")
     a = p.parse_args(argv)
-    print(baseline(a.data, a.split, a.train, a.markov, a.vertical, a.gold_tags, a.out))
+    print(baseline(a.data, a.split, a.train, a.markov, a.vertical, a.gold_tags, a.out, rare=a.rare))
 
 
 if __name__ == "__main__":

@@ -3,17 +3,21 @@
 training, in the manner of Klein & Manning (2003) and Petrov et al. (2006): a word seen once is
 evidence of how unseen words of its shape and suffix are tagged.
 
-* a word seen in training: P(w | t) = c(t, w) / c(t);
+* a word seen in training more than ``rare`` times (default 2): P(w | t) = c(t, w) / c(t);
 * an unseen word: P(sig | t) = c_1(t, sig) / c(t), where c_1 counts the training tokens of words
   seen exactly once whose signature is sig (Good-Turing's view that the words seen once stand
   for the unseen ones). The signature backs off from shape + suffix to shape alone to ``UNK``
-  when the finer class never occurred among the words seen once.
+  when the finer class never occurred among the words seen once;
+* a word seen 1 to ``rare`` times: its tag distribution is smoothed with its class's,
+  P(t | w) = (c(t, w) + P(t | sig)) / (c(w) + 1) with P(t | sig) = c_1(t, sig) / c_1(sig), and
+  P(w | t) = P(t | w) c(w) / c(t) by Bayes' rule (Petrov et al. 2006 smooth rare words alike;
+  rare = 2 was chosen on the valid split, docs/parsing.md).
 
 Departure, stated outright: the unseen-word mass is not taken out of the seen words', so P(. | t)
 sums to more than 1 over seen and unseen words; for parsing a given sentence only the ratios
 across tags of each word's factor matter, and those are the estimates above.
 """
-from collections import Counter, defaultdict
+from collections import defaultdict
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
@@ -69,46 +73,43 @@ def backoff(word: str, initial: bool = False) -> List[str]:
 class Lexicon:
     """Emission log probabilities of words (and unseen words' signatures) given tags."""
 
-    def __init__(self, sentences: Sequence[Tuple[Sequence[str], Sequence[str]]]):
-        """sentences: (words, tags) of the training trees."""
-        counts = Counter((t, w) for words, tags in sentences for w, t in zip(words, tags))
-        word_total = Counter()
-        for (_, w), n in counts.items():
-            word_total[w] += n
-        self.tags = sorted({t for t, _ in counts})
+    def __init__(self, sentences: Sequence[Tuple[Sequence[str], Sequence[str]]], rare: int = 2):
+        """sentences: (words, tags) of the training trees. Words seen at most `rare` times get their
+        P(t | w) smoothed with their signature's (default 2: chosen on the valid split)."""
+        self.rare = rare
+        self.tags = sorted({t for _, tags in sentences for t in tags})
         column = {t: i for i, t in enumerate(self.tags)}
-        tag_total = np.zeros(len(self.tags))
-        for (t, _), n in counts.items():
-            tag_total[column[t]] += n
-        self.words: Dict[str, Tuple[np.ndarray, np.ndarray]] = self._table(
-            ((w, column[t]), n) for (t, w), n in counts.items())
-        rare = Counter()
+        self._count: Dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(self.tags)))
+        for words, tags in sentences:
+            for w, t in zip(words, tags):
+                self._count[w][column[t]] += 1
+        self._count = dict(self._count)
+        self._tag_total = sum(self._count.values())
+        self._class: Dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(self.tags)))
         for words, tags in sentences:
             for i, (w, t) in enumerate(zip(words, tags)):
-                if word_total[w] == 1:
-                    rare.update((c, column[t]) for c in backoff(w, i == 0))
-        self.classes = self._table(rare.items())
-        for table in (self.words, self.classes):
-            for key, (cols, n) in table.items():
-                table[key] = (cols, np.log(n / tag_total[cols]))
+                if self._count[w].sum() == 1:
+                    for c in backoff(w, i == 0):
+                        self._class[c][column[t]] += 1
+        self._class = dict(self._class)
 
-    @staticmethod
-    def _table(items) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
-        rows = defaultdict(list)
-        for (key, col), n in items:
-            rows[key].append((col, n))
-        return {k: (np.array([c for c, _ in v]), np.array([n for _, n in v], dtype=np.float64))
-                for k, v in rows.items()}
+    def emission(self, word: str, initial: bool = False) -> np.ndarray:
+        """(tags,) log P(word | tag); -inf where the tag never emits the word (or its class)."""
+        counts = self._count.get(word)
+        known = counts is not None and counts.sum() > self.rare
+        cls = None if known else next((self._class[c] for c in backoff(word, initial) if c in self._class), None)
+        with np.errstate(divide="ignore"):
+            if counts is None:  # unseen: c_1(t, sig) / c(t)
+                return np.log(cls / self._tag_total) if cls is not None else np.full(len(self.tags), -np.inf)
+            if known or cls is None:  # c(t, w) / c(t)
+                return np.log(counts / self._tag_total)
+            n = counts.sum()  # rare: P(t | w) = (c(t, w) + P(t | sig)) / (c(w) + 1), times c(w) / c(t)
+            return np.log((counts + cls / cls.sum()) / (n + 1) * n / self._tag_total)
 
     def scores(self, words: Sequence[str]) -> np.ndarray:
-        """(n, tags) log P(word | tag), -inf where a tag never emits the word (or its class)."""
-        out = np.full((len(words), len(self.tags)), -np.inf)
-        for i, w in enumerate(words):
-            entry = self.words.get(w) or next(
-                (self.classes[c] for c in backoff(w, i == 0) if c in self.classes), None)
-            if entry is not None:
-                out[i, entry[0]] = entry[1]
-        return out
+        """(n, tags) log P(word | tag) of a sentence (its first word is sentence-initial)."""
+        rows = [self.emission(w, i == 0) for i, w in enumerate(words)]
+        return np.stack(rows) if rows else np.zeros((0, len(self.tags)))
 
     def gold(self, tags: Sequence[str]) -> np.ndarray:
         """(n, tags) log scores that admit only the given tags (0 there); a tag never seen in

@@ -14,6 +14,8 @@ picks on the NLTK WSJ sample (docs/parsing.md). When the grammar derives no tree
 """
 from typing import Optional, Sequence, Tuple
 
+import numpy as np
+
 from .cky import Chart
 from .grammar import Grammar, binarize, count_rules, debinarize
 from .lexicon import Lexicon
@@ -28,12 +30,12 @@ class PCFGParser:
         self.grammar, self.lexicon = grammar, lexicon
 
     @classmethod
-    def train(cls, trees: Sequence[Tree], v: int = 2, h: int = 2) -> "PCFGParser":
-        """Trees as ``linearize.normalize`` returns them (plain labels, no traces)."""
+    def train(cls, trees: Sequence[Tree], v: int = 2, h: int = 2, rare: int = 2) -> "PCFGParser":
+        """Trees as ``linearize.normalize`` returns them (plain labels, no traces); rare: see Lexicon."""
         if not trees:
             raise ValueError("no training trees")
         rules, _ = count_rules([binarize(t, v, h) for t in trees])
-        lexicon = Lexicon([(t.words(), t.tags()) for t in trees])
+        lexicon = Lexicon([(t.words(), t.tags()) for t in trees], rare)
         return cls(Grammar(rules, lexicon.tags, v, h), lexicon)
 
     def chart(self, words: Sequence[str], tags: Optional[Sequence[str]] = None) -> Chart:
@@ -59,7 +61,6 @@ class PCFGParser:
         binary = binarize(tree, self.grammar.v, self.grammar.h)
         emissions = (self.lexicon.gold(tree.tags()) if tags_only else self.lexicon.scores(tree.words()))
         column = {t: i for i, t in enumerate(self.lexicon.tags)}
-        total = sum(emissions[i, column[t]] if t in column else -float("inf")
-                    for i, t in enumerate(tree.tags()))
+        total = sum(emissions[i, column[t]] if t in column else -np.inf for i, t in enumerate(tree.tags()))
         return total + sum(self.grammar.rule_logp(lhs, rhs) * n
                            for (lhs, *rhs), n in count_rules([binary])[0].items())

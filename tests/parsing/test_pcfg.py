@@ -42,7 +42,8 @@ def test_rules_and_probabilities_by_hand():
 
 def test_tiny_grammar_parsed_by_hand():
     """dogs saw cats with hats: VP attachment (8/9)^3 * 1/3 against NP attachment (8/9)^3 * 2/3 * 1/9;
-    words P(dogs|NNS) P(saw|VBD) P(cats|NNS) P(with|IN) P(hats|NNS) = 3/8 * 1 * 3/8 * 1 * 2/8."""
+    words P(dogs|NNS) P(saw|VBD) P(cats|NNS) P(with|IN) P(hats|NNS) = 3/8 * 1 * 3/8 * 1 * 2/8 (no
+    word is seen once, so there are no rare-word classes to smooth with)."""
     parser = PCFGParser.train(trees(PP_BANK), v=1, h=2)
     words = "dogs saw cats with hats".split()
     rules = (8 / 9) ** 3 / 3
@@ -108,17 +109,25 @@ def test_signature_by_hand():
 
 def test_lexicon_by_hand():
     """c(NN) = 4 (dog twice, walker, printer), c(VBZ) = 2 (runs, walks); words seen once: walker,
-    printer (NN, LC-er) and runs, walks (VBZ, LC-s)."""
-    lex = Lexicon([(["dog", "runs"], ["NN", "VBZ"]), (["dog", "walks"], ["NN", "VBZ"]),
-                   (["walker", "printer"], ["NN", "NN"])])
-    nn, vbz = lex.tags.index("NN"), lex.tags.index("VBZ")
-    s = lex.scores(["dog", "builder", "jumps", "x"])
+    printer (NN, LC-er) and runs, walks (VBZ, LC-s); their shape class LC holds all four."""
+    sentences = [(["dog", "runs"], ["NN", "VBZ"]), (["dog", "walks"], ["NN", "VBZ"]),
+                 (["walker", "printer"], ["NN", "NN"])]
+    plain = Lexicon(sentences, rare=0)
+    nn, vbz = plain.tags.index("NN"), plain.tags.index("VBZ")
+    s = plain.scores(["dog", "builder", "jumps", "x"])
     assert s[0, nn] == pytest.approx(math.log(2 / 4)) and s[0, vbz] == -math.inf
     assert s[1, nn] == pytest.approx(math.log(2 / 4)) and s[1, vbz] == -math.inf  # LC-er: walker, printer
     assert s[2, vbz] == pytest.approx(math.log(2 / 2)) and s[2, nn] == -math.inf  # LC-s: runs, walks
-    assert s[3, nn] == pytest.approx(math.log(2 / 4)) and s[3, vbz] == pytest.approx(math.log(2 / 2))  # UNK-LC
-    g = lex.gold(["VBZ", "XYZ"])
+    assert s[3, nn] == pytest.approx(math.log(2 / 4)) and s[3, vbz] == pytest.approx(math.log(2 / 2))  # LC
+    # rare = 2: dog (LC: P(NN|sig) = P(VBZ|sig) = 1/2) gets P(NN|dog) = (2 + 1/2) / 3 = 5/6, P(VBZ|dog)
+    # = 1/6, so P(dog|NN) = 5/6 * 2/4 and P(dog|VBZ) = 1/6 * 2/2; walker (LC-er: all NN) stays NN only.
+    s = Lexicon(sentences).scores(["dog", "walker", "builder"])
+    assert s[0].tolist() == pytest.approx([math.log(5 / 12), math.log(1 / 6)])
+    assert s[1, nn] == pytest.approx(math.log(1 / 4)) and s[1, vbz] == -math.inf
+    assert s[2, nn] == pytest.approx(math.log(2 / 4)) and s[2, vbz] == -math.inf
+    g = plain.gold(["VBZ", "XYZ"])
     assert g[0].tolist() == [-math.inf, 0.0] and np.isneginf(g[1]).all()
+    assert plain.scores([]).shape == (0, 2)
 
 
 # A grammar with ambiguity and unary cycles (S -> VP -> S, NP -> NP) for the brute-force check.
@@ -222,12 +231,12 @@ def test_script_scores_and_counts_fallbacks(script, data, tmp_path):
     no tag right. Recall 5/7, precision 5/5, F1 2 * 5/7 / (12/7) = 5/6; tagging 3/5."""
     report = script.baseline(data, "test", out=tmp_path / "test.pcfg", log=io.StringIO())
     assert report == ("EVALB (COLLINS.prm) on test, 2 sentences (2 valid): F1 83.33 (recall 71.43, precision "
-                      "100.00, complete match 50.00); treebank PCFG (v=2, h=2, trained on train) from words: "
+                      "100.00, complete match 50.00); treebank PCFG (v=2, h=2, rare 2, trained on train) from words: "
                       "tagging accuracy 60.00%, 1 right-branching fallbacks")
     assert (tmp_path / "test.pcfg").read_text().splitlines() == [
         "(S (NP (NNS dogs)) (VP (VBD saw) (NP (NNS cats))))", "(S (NNS gnus) (VBD saw))"]
     gold_tags = script.baseline(data, "test", markov=0, vertical=1, gold_tags=True, log=io.StringIO())
-    assert "(v=1, h=0, trained on train) from gold POS tags: tagging accuracy 60.00%, 1 right" in gold_tags
+    assert "(v=1, h=0, rare 2, trained on train) from gold POS tags: tagging accuracy 60.00%, 1 right" in gold_tags
 
 
 def refused(call, message):
@@ -253,6 +262,7 @@ def test_script_refusals_are_one_line(script, data, tmp_path, monkeypatch):
                       "that makes this training split"))
     refused(lambda: script.main(["--data", str(data), "--markov", "-1"]),
             "error: --markov -1: give the number of siblings to remember, 0 or more")
+    refused(lambda: script.main(["--data", str(data), "--rare", "-1"]), "error: --rare -1: give a word count, 0 or more")
     assert {p: p.read_bytes() for p in data.iterdir()} == before
     (data / "test.tags").write_text("NNS VBD NNS\n")
     refused(lambda: script.main(["--data", str(data)]),
