@@ -53,7 +53,7 @@ say "fairseq-generate --beam 21 --lenpen 0.3, max length = input + 300 (section 
   || { tail -5 "$WORK/generate.err" >&2; exit 1; }
 "$PY" "$REPO/scripts/parse_eval.py" "$WORK/generate.log" --data "$WORK/text" --split test \
     --out "$WORK/test.pred" | tee "$WORK/f1.txt"
-say "treebank PCFG baseline (v=2, h=2; Klein & Manning 2003), trained on the same train split"
+say "treebank PCFG baseline (v=2, h=2, rare 3; Klein & Manning 2003), trained on the same train split"
 [ -s "$WORK/pcfg.txt" ] || { "$PY" "$REPO/scripts/pcfg_baseline.py" --data "$WORK/text" --split test \
     --out "$WORK/test.pcfg" >"$WORK/pcfg.tmp" && mv "$WORK/pcfg.tmp" "$WORK/pcfg.txt"; }
 cat "$WORK/pcfg.txt"

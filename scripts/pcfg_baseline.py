@@ -7,7 +7,7 @@ PCFG (Klein & Manning 2003) read off the train split's gold trees parses SPLIT, 
 
 --data holds scripts/prepare_ptb.py's SPLIT.words / .tags / .gold; the grammar is trained on
 TRAIN.gold (--train, default train): parent annotation (--vertical 2), right-factored binarization
-with horizontal Markovization (--markov 2), a rare-word lexicon (--rare 2), exact Viterbi CKY
+with horizontal Markovization (--markov 2), a rare-word lexicon (--rare 3), exact Viterbi CKY
 (attn_only_plugin/parsing/pcfg.py). SPLIT is parsed from its words (unseen words tagged through
 their shape and suffix), or with --gold-tags from the gold POS tags. Either way the gold tags are put back before scoring, as
 parse_eval.py does (EVALB finds punctuation by its tag); the tagging accuracy printed is the
@@ -77,7 +77,7 @@ def parse_all(parser, words, tags, gold_tags: bool, log):
 
 
 def baseline(data: Path, split: str = "test", train: str = "train", markov: int = 2, vertical: int = 2,
-             gold_tags: bool = False, out: Path = None, log=sys.stderr, rare: int = 2) -> str:
+             gold_tags: bool = False, out: Path = None, log=sys.stderr, rare: int = 3) -> str:
     """Train, parse SPLIT, score; returns the report line (and writes --out's trees)."""
     atomic, evalb = _standalone.load("atomic.py"), _standalone.load("parsing/evalb.py")
     linearize = _standalone.load("parsing/linearize.py")
@@ -120,8 +120,8 @@ def main(argv=None) -> None:
     p.add_argument("--markov", type=int, default=2, help="horizontal Markov order h (default 2, chosen on valid)")
     p.add_argument("--vertical", type=int, default=2, choices=(1, 2),
                    help="vertical order v: 2 annotates each phrase with its parent's label (default)")
-    p.add_argument("--rare", type=int, default=2, help="words seen at most this often in training get their tags "
-                   "smoothed with their shape + suffix class's (default 2, chosen on valid)")
+    p.add_argument("--rare", type=int, default=3, help="words seen at most this often in training get their tags "
+                   "smoothed with their shape + suffix class's (default 3, chosen on valid)")
     p.add_argument("--gold-tags", action="store_true", help="parse from the gold POS tags instead of the words")
     p.add_argument("--out", type=Path, help="also write the predicted trees (gold tags put back), one per line")
     a = p.parse_args(argv)

@@ -3,7 +3,7 @@
 training, in the manner of Klein & Manning (2003) and Petrov et al. (2006): a word seen once is
 evidence of how unseen words of its shape and suffix are tagged.
 
-* a word seen in training more than ``rare`` times (default 2): P(w | t) = c(t, w) / c(t);
+* a word seen in training more than ``rare`` times (default 3): P(w | t) = c(t, w) / c(t);
 * an unseen word: P(sig | t) = c_1(t, sig) / c(t), where c_1 counts the training tokens of words
   seen exactly once whose signature is sig (Good-Turing's view that the words seen once stand
   for the unseen ones). The signature backs off from shape + suffix to shape alone to ``UNK``
@@ -11,7 +11,7 @@ evidence of how unseen words of its shape and suffix are tagged.
 * a word seen 1 to ``rare`` times: its tag distribution is smoothed with its class's,
   P(t | w) = (c(t, w) + P(t | sig)) / (c(w) + 1) with P(t | sig) = c_1(t, sig) / c_1(sig), and
   P(w | t) = P(t | w) c(w) / c(t) by Bayes' rule (Petrov et al. 2006 smooth rare words alike;
-  rare = 2 was chosen on the valid split, docs/parsing.md).
+  rare = 3 was chosen on the valid split, docs/parsing.md).
 
 Departure, stated outright: the unseen-word mass is not taken out of the seen words', so P(. | t)
 sums to more than 1 over seen and unseen words; for parsing a given sentence only the ratios
@@ -73,7 +73,7 @@ def backoff(word: str, initial: bool = False) -> List[str]:
 class Lexicon:
     """Emission log probabilities of words (and unseen words' signatures) given tags."""
 
-    def __init__(self, sentences: Sequence[Tuple[Sequence[str], Sequence[str]]], rare: int = 2):
+    def __init__(self, sentences: Sequence[Tuple[Sequence[str], Sequence[str]]], rare: int = 3):
         """sentences: (words, tags) of the training trees. Words seen at most `rare` times get their
         P(t | w) smoothed with their signature's (default 2: chosen on the valid split)."""
         self.rare = rare

@@ -30,7 +30,7 @@ class PCFGParser:
         self.grammar, self.lexicon = grammar, lexicon
 
     @classmethod
-    def train(cls, trees: Sequence[Tree], v: int = 2, h: int = 2, rare: int = 2) -> "PCFGParser":
+    def train(cls, trees: Sequence[Tree], v: int = 2, h: int = 2, rare: int = 3) -> "PCFGParser":
         """Trees as ``linearize.normalize`` returns them (plain labels, no traces); rare: see Lexicon."""
         if not trees:
             raise ValueError("no training trees")

@@ -119,7 +119,7 @@ def test_lexicon_by_hand():
     assert s[1, nn] == pytest.approx(math.log(2 / 4)) and s[1, vbz] == -math.inf  # LC-er: walker, printer
     assert s[2, vbz] == pytest.approx(math.log(2 / 2)) and s[2, nn] == -math.inf  # LC-s: runs, walks
     assert s[3, nn] == pytest.approx(math.log(2 / 4)) and s[3, vbz] == pytest.approx(math.log(2 / 2))  # LC
-    # rare = 2: dog (LC: P(NN|sig) = P(VBZ|sig) = 1/2) gets P(NN|dog) = (2 + 1/2) / 3 = 5/6, P(VBZ|dog)
+    # rare = 3 (the default): dog (LC: P(NN|sig) = P(VBZ|sig) = 1/2) gets P(NN|dog) = (2 + 1/2) / 3 = 5/6, P(VBZ|dog)
     # = 1/6, so P(dog|NN) = 5/6 * 2/4 and P(dog|VBZ) = 1/6 * 2/2; walker (LC-er: all NN) stays NN only.
     s = Lexicon(sentences).scores(["dog", "walker", "builder"])
     assert s[0].tolist() == pytest.approx([math.log(5 / 12), math.log(1 / 6)])
@@ -231,12 +231,12 @@ def test_script_scores_and_counts_fallbacks(script, data, tmp_path):
     no tag right. Recall 5/7, precision 5/5, F1 2 * 5/7 / (12/7) = 5/6; tagging 3/5."""
     report = script.baseline(data, "test", out=tmp_path / "test.pcfg", log=io.StringIO())
     assert report == ("EVALB (COLLINS.prm) on test, 2 sentences (2 valid): F1 83.33 (recall 71.43, precision "
-                      "100.00, complete match 50.00); treebank PCFG (v=2, h=2, rare 2, trained on train) from words: "
+                      "100.00, complete match 50.00); treebank PCFG (v=2, h=2, rare 3, trained on train) from words: "
                       "tagging accuracy 60.00%, 1 right-branching fallbacks")
     assert (tmp_path / "test.pcfg").read_text().splitlines() == [
         "(S (NP (NNS dogs)) (VP (VBD saw) (NP (NNS cats))))", "(S (NNS gnus) (VBD saw))"]
     gold_tags = script.baseline(data, "test", markov=0, vertical=1, gold_tags=True, log=io.StringIO())
-    assert "(v=1, h=0, rare 2, trained on train) from gold POS tags: tagging accuracy 60.00%, 1 right" in gold_tags
+    assert "(v=1, h=0, rare 3, trained on train) from gold POS tags: tagging accuracy 60.00%, 1 right" in gold_tags
 
 
 def refused(call, message):

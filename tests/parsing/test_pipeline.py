@@ -55,7 +55,7 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
     assert "--beam 21" in proc.stderr or "beam 21" in proc.stderr
     assert len((tmp_path / "test.pred").read_text().splitlines()) == 8  # every sentence gets a tree
     pcfg = (tmp_path / "pcfg.txt").read_text()  # the treebank PCFG's line, printed beside it
-    assert pcfg.startswith("EVALB (COLLINS.prm) on test, 8 sentences") and "treebank PCFG (v=2, h=2, rare 2" in pcfg
+    assert pcfg.startswith("EVALB (COLLINS.prm) on test, 8 sentences") and "treebank PCFG (v=2, h=2, rare 3" in pcfg
     assert pcfg in proc.stdout and len((tmp_path / "test.pcfg").read_text().splitlines()) == 8
 
 
