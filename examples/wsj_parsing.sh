@@ -58,3 +58,7 @@ parse_split() {  # parse_split SPLIT: decode SPLIT with section 6.3's settings, 
 }
 parse_split valid  # select settings on this one (issue 29: never on test)
 parse_split test
+say "treebank PCFG baseline (v=2, h=2, rare 3; Klein & Manning 2003), trained on the same train split"
+[ -s "$WORK/pcfg.txt" ] || { "$PY" "$REPO/scripts/pcfg_baseline.py" --data "$WORK/text" --split test \
+    --out "$WORK/test.pcfg" >"$WORK/pcfg.tmp" && mv "$WORK/pcfg.tmp" "$WORK/pcfg.txt"; }
+cat "$WORK/pcfg.txt"

@@ -75,6 +75,9 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
     assert "; 0 outputs repaired" in report  # --constrain-trees: even a 4-update model writes trees
     assert "--beam 21" in proc.stderr or "beam 21" in proc.stderr
     assert len((tmp_path / "test.pred").read_text().splitlines()) == 8  # every sentence gets a tree
+    pcfg = (tmp_path / "pcfg.txt").read_text()  # the treebank PCFG's line, printed beside it
+    assert pcfg.startswith("EVALB (COLLINS.prm) on test, 8 sentences") and "treebank PCFG (v=2, h=2, rare 3" in pcfg
+    assert pcfg in proc.stdout and len((tmp_path / "test.pcfg").read_text().splitlines()) == 8
 
 
 def test_split_ranges_that_overlap_or_repeat_are_refused(tmp_path):
