@@ -45,11 +45,11 @@ def scaled_dot_product_attention(
         mask = tril if mask is None else mask & tril
     if not need_weights:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, T, S)
-    if mask is not None:
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, T, S): Q K^T / sqrt(d_k)
+    if mask is not None:  # + mask: -inf where a key may not be seen
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
     weights = scores.softmax(dim=-1)  # (B, h, T, S)
-    return F.dropout(weights, dropout_p) @ v, weights  # (B, h, T, d_v)
+    return F.dropout(weights, dropout_p) @ v, weights  # (B, h, T, d_v): dropout (section 5.4), weighted sum of V
 
 
 class MultiHeadAttention(nn.Module):
