@@ -18,35 +18,10 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
-from ..modules.cache import (MAX_SHARED_BEAM, additive, history_mask, keeps_every_row, moved_rows, new_history,
-                             per_hypothesis, reorder_cache, reorder_history, window_history_mask)
-from ..modules.packing import Packing, padded
+from ..modules.decoding_state import DecodingState, select_rows, shared_rows
+from ..modules.packing import Packing, padded, target_packing
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
-
-
-def shared_rows(new_order: Tensor, g: int) -> Tuple[Tensor, int]:
-    """Beam search shares a sentence's encoder output among its hypotheses.
-
-    A batch of hypotheses whose memory holds one row per g consecutive hypotheses is reordered
-    to the hypotheses `new_order`. Returns the memory rows to keep and the new g: when
-    new_order // g is a run of g' equal rows per memory row (what fairseq's SequenceGenerator
-    asks: expand each sentence to its beam, reorder within a beam, drop finished sentences), one
-    row per run and g'; otherwise one row per hypothesis and 1. This departs from fairseq's
-    transformer, which copies the encoder output for every hypothesis (and again every step)."""
-    rows = torch.div(new_order, g, rounding_mode="floor")  # (B',) memory row of each hypothesis
-    runs = torch.unique_consecutive(rows)
-    g_new = rows.numel() // runs.numel()
-    if g_new * runs.numel() == rows.numel() and torch.equal(runs.repeat_interleave(g_new), rows):
-        return runs, g_new
-    return rows, 1
-
-
-def select_rows(tensors: List[Tensor], rows: Tensor) -> List[Tensor]:
-    """Rows of each tensor; no copy when `rows` keeps every row in place."""
-    if keeps_every_row(rows, tensors[0].size(0) if tensors else 0):
-        return tensors
-    return [t.index_select(0, rows) for t in tensors]
 
 
 def kept_layers(layers: nn.ModuleList, layerdrop: float, training: bool) -> List[Tuple[int, nn.Module]]:
@@ -140,9 +115,9 @@ class Decoder(FairseqIncrementalDecoder, Stack):
     """Section 3.1: N identical layers with masked self-attention and encoder-decoder attention,
     then the pre-softmax linear map (section 3.4), shared with the embeddings when asked.
 
-    Incremental decoding keeps one flat cache dict ("<layer>.self.k", "<layer>.cross.v", ...,
-    "beam.history"): encoder-decoder keys/values are projected once per sentence and shared by its
-    beam (the encoder output stays one row per sentence, see shared_rows); self-attention
+    Incremental decoding keeps a DecodingState (modules/decoding_state.py) in fairseq's
+    incremental state: encoder-decoder keys/values are projected once per sentence and shared by
+    its beam (the encoder output stays one row per sentence, see shared_rows); self-attention
     keys/values are shared by the beam too, g entries per step written into spare room of their
     buffer (no torch.cat), and a beam reorder gathers only the history table that says which
     entries lie on each hypothesis's path, for all layers at once (modules/cache.py). Without a
@@ -186,100 +161,54 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         (B, T, S), or None], "real_index": None}; need_all_weights adds every layer's per-head
         weights. With real_only, when training packs the targets' real tokens, the features are
         those N tokens' (N, d_model) and "real_index" their flat positions b T + t, (N,)."""
-        memory, memory_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
-        cache, step = None, -1
-        if incremental_state is not None:
-            cache = self.get_incremental_state(incremental_state, "cache") or {}
-            step = prev_output_tokens.size(1) - 1
-            prev_output_tokens = prev_output_tokens[:, -1:]  # (B, 1): only the newest token
-        packing = None
-        if self.training and cache is None:  # position-wise work on real tokens only (packing.py)
-            real = prev_output_tokens.ne(self.padding_idx)  # (B, T)
-            right_padded = not (real[:, 1:] & ~real[:, :-1]).any()  # then causal attention hides every pad
-            packing = Packing.of(real, right_padded)
-        x = self.embed(prev_output_tokens, step, packing)  # (B, T, d_model), or (N, d_model)
-        key_mask, history = ~memory_pad, None  # (B_s, S) True = real source token
-        if cache is not None:  # one step: additive masks, made once for all layers (cache.additive)
-            key_mask = additive(key_mask, x.dtype)  # (B_s, S) 0 or -inf
-            history = self._history_mask(cache, prev_output_tokens.size(0), memory, step)
-            history = None if history is None else additive(history, x.dtype)  # (B_s, 1, g, E)
+        memory, memory_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]  # (B_s, S, d_model)
+        step = -1 if incremental_state is None else prev_output_tokens.size(1) - 1
+        tokens = prev_output_tokens if step < 0 else prev_output_tokens[:, -1:]  # (B, T); one step: (B, 1)
+        packing = target_packing(tokens, self.padding_idx, self.training and step < 0)  # real tokens only
+        x = self.embed(tokens, step, packing)  # (B, T, d_model), or (N, d_model) packed: sections 3.4, 3.5
+        state = self.decoding_state(incremental_state, step, tokens.size(0), memory, memory_pad, x.dtype)
+        memory_mask = ~memory_pad if state is None else state.memory_mask  # (B_s, S) True or 0 = real token
         attn, cross_all, self_all = None, [], []
         with self.saved_tensors_place():
             for i, layer in kept_layers(self.layers, self.layerdrop, self.training):
                 want = need_all_weights or (need_attn and i == self.alignment_layer)
-                x, w_cross, w_self = self.run_layer(layer, x, memory, key_mask, cache, need_weights=want,
-                                                    packing=packing, history=history)
+                x, w_cross, w_self = self.run_layer(layer, x, memory, memory_mask, state, need_weights=want,
+                                                    packing=packing)
                 if need_attn and i == self.alignment_layer:
                     attn = w_cross.mean(dim=1)  # (B, T, S), averaged over heads
                 cross_all.append(w_cross)
                 self_all.append(w_self)
-        if cache is not None:
-            self.set_incremental_state(incremental_state, "cache", cache)
         if self.final_norm is not None:
             x = self.final_norm(x)
         real_index = packing.index if real_only and packing is not None else None
-        if real_index is None:
-            x = padded(x, packing)  # (B, T, d_model)
+        x = x if real_index is not None else padded(x, packing)  # (B, T, d_model), or (N, d_model)
         extra = {"attn": [attn], "inner_states": None, "real_index": real_index}
         if need_all_weights:
             extra.update(cross_attn=cross_all, self_attn=self_all)
         return x, extra
 
-    def _history_mask(self, cache, B: int, memory: Tensor, step: int) -> Optional[Tensor]:
-        """The self-attention mask of this step, (B_s, 1, g, E), when the self-attention cache is
-        shared by each beam (modules/cache.py): from the first step on whenever the encoder output
-        is (B = g B_s hypotheses on B_s memory rows, 1 < g <= MAX_SHARED_BEAM), until an order
-        breaks a beam apart. Under a window R the table keeps the last R + 1 steps' entries, as
-        the caches do (cache.window_history_mask)."""
-        table, g = cache.get("beam.history"), B // memory.size(0)
-        starts = step == 0 and 1 < g <= MAX_SHARED_BEAM
-        if not starts and table is None:
+    def decoding_state(self, incremental_state: Optional[IncrementalState], step: int, B: int, memory: Tensor,
+                       memory_pad: Tensor, dtype: torch.dtype) -> Optional[DecodingState]:
+        """Incremental decoding: the state kept in fairseq's incremental_state, begun for this
+        step of B hypotheses (modules/decoding_state.py); None for a full pass."""
+        if incremental_state is None:
             return None
-        if self.window is None:
-            table, mask = history_mask(new_history(memory.size(0), g, memory.device) if starts else table, step)
-        else:
-            table, mask = window_history_mask(None if starts else table, memory.size(0), g, (self.window + 1) * g,
-                                              memory.device)
-        cache["beam.history"] = table
-        return mask
+        entries = self.get_incremental_state(incremental_state, "cache") or {}
+        self.set_incremental_state(incremental_state, "cache", entries)
+        state = DecodingState(entries, self.window)
+        state.begin_step(step, B, memory, memory_pad, dtype)
+        return state
 
     def output_layer(self, features: Tensor) -> Tensor:
         return F.linear(features, self.output_weight)  # (B, T, |V|) or (N, |V|) logits before softmax
 
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor):
-        """Beam search reorders hypotheses. Encoder-decoder keys and values (one row per g
-        hypotheses) follow the encoder output's rule (shared_rows), so reordering within the beams
-        copies nothing. Self-attention caches shared by a beam stay where they are: only the
-        history table is gathered, and rows are copied only when sentences finish; an order that
-        breaks a beam apart turns them into one row per hypothesis. Those are copied row by row in
-        place when few hypotheses move, else once into a new buffer (modules/cache.py)."""
-        cache = self.get_incremental_state(incremental_state, "cache")
-        if cache is None:
-            return
-        self_keys = [k for k, v in cache.items() if ".self." in k and v is not None]
-        cross_keys = [k for k, v in cache.items() if ".cross." in k and v is not None]
-        history = cache.pop("beam.history", None)  # (B_s, g, C_e) when shared by beams
-        g = history.size(1) if history is not None else \
-            cache[self_keys[0]].size(0) // cache[cross_keys[0]].size(0) if cross_keys and self_keys else 0
-        if g:  # hypotheses per memory row: the encoder output's rule (shared_rows)
-            rows, g_new = shared_rows(new_order, g)
-            for key, value in zip(cross_keys, select_rows([cache[k] for k in cross_keys], rows)):
-                cache[key] = value
-        if history is not None:  # its rows are the memory rows
-            if g_new == g:  # every beam kept together: gather the history, move no keys or values
-                kept = None if keeps_every_row(rows, history.size(0)) else rows  # None: no sentence finished
-                cache["beam.history"] = reorder_history(history, kept, (new_order % g).view(-1, g))
-                if kept is not None:
-                    for key in self_keys:  # (B_s', h, E, d)
-                        cache[key] = reorder_cache(cache[key], kept)
-                self.set_incremental_state(incremental_state, "cache", cache)
-                return
-            for key in self_keys:  # the order breaks a beam apart: one row per hypothesis from now on
-                cache[key] = per_hypothesis(cache[key], history)  # (B, h, S, d)
-        moved = moved_rows(new_order) if self_keys and new_order.numel() == cache[self_keys[0]].size(0) else None
-        for key in self_keys:
-            cache[key] = reorder_cache(cache[key], new_order, moved)
-        self.set_incremental_state(incremental_state, "cache", cache)
+        """Beam search goes on with hypotheses new_order: the decoding state reorders itself
+        (modules/decoding_state.py; within the beams no keys or values move)."""
+        entries = self.get_incremental_state(incremental_state, "cache")
+        if entries is not None:
+            DecodingState(entries, self.window).reorder(new_order)
+            self.set_incremental_state(incremental_state, "cache", entries)
 
     def reorder_incremental_state_scripting(self, incremental_state: IncrementalState, new_order: Tensor):
         """SequenceGenerator's entry point for every reorder. fairseq's version walks all

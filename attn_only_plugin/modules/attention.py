@@ -5,17 +5,26 @@ for keys/values (the encoder memory in encoder-decoder attention); heads are spl
 (B, h, T, d_k). Masks are boolean with True = "may attend".
 """
 import math
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .cache import append_to_cache, own_weights
+from .decoding_state import DecodingState
 from .dropout import retain_at_inference
 from .packing import Packing, packed, padded
 from .relative import RelativePositions
 from .window import banded_attention, position_mask, query_key_positions, use_banded
+
+
+def split_heads(x: Tensor, h: int, rows: Optional[int] = None) -> Tensor:
+    """(B, T, h d) -> (B, h, T, d): the h heads of section 3.2.2 side by side. With rows = B_s < B
+    (beam search: g = B / B_s consecutive hypotheses share a memory row, decoding_state.py) the
+    g hypotheses' queries go side by side too: (B_s, h, g T, d), a view either way."""
+    B, T, _ = x.shape
+    rows = B if rows is None else rows
+    return x.view(rows, B // rows * T, h, -1).transpose(1, 2)  # (B_s, h, g T, d); g = 1: (B, h, T, d)
 
 
 def scaled_dot_product_attention(
@@ -36,11 +45,11 @@ def scaled_dot_product_attention(
         mask = tril if mask is None else mask & tril
     if not need_weights:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, T, S)
-    if mask is not None:
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, T, S): Q K^T / sqrt(d_k)
+    if mask is not None:  # + mask: -inf where a key may not be seen
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
     weights = scores.softmax(dim=-1)  # (B, h, T, S)
-    return F.dropout(weights, dropout_p) @ v, weights  # (B, h, T, d_v)
+    return F.dropout(weights, dropout_p) @ v, weights  # (B, h, T, d_v): dropout (section 5.4), weighted sum of V
 
 
 class MultiHeadAttention(nn.Module):
@@ -70,6 +79,7 @@ class MultiHeadAttention(nn.Module):
         self.h, self.d_k, self.d_v, self.dropout = h, d_k, d_v, dropout
         self.apply_during_inference = False  # --retain-dropout (dropout.py)
         self.self_attention, self.cache_key, self.window = self_attention, cache_key, window
+        self.widths = [h * d_k, h * d_k, h * d_v]  # of x W^Q, x W^K, x W^V in the fused projection
         self.relative = RelativePositions(relative, d_k, d_v) if relative else None
         if self_attention:
             self.qkv = nn.Linear(d_model, h * (2 * d_k + d_v))  # [W^Q | W^K | W^V]
@@ -88,78 +98,71 @@ class MultiHeadAttention(nn.Module):
     def make_generation_fast_(self, name: str, retain_dropout: bool = False, retain_dropout_modules=None, **unused):
         retain_at_inference(self, name, retain_dropout, retain_dropout_modules)
 
-    def _split_heads(self, x: Tensor, d: int) -> Tensor:
-        B, T, _ = x.shape
-        return x.view(B, T, self.h, d).transpose(1, 2)  # (B, h, T, d)
-
-    def _project_kv(self, x: Tensor) -> Tuple[Tensor, Tensor]:
-        k, v = self.kv(x).split([self.h * self.d_k, self.h * self.d_v], dim=-1)
-        return self._split_heads(k, self.d_k), self._split_heads(v, self.d_v)  # (B, h, S, d_k/d_v)
+    def project_memory(self, memory: Tensor) -> Tuple[Tensor, Tensor]:
+        """Encoder-decoder attention's K W^K and V W^V from the memory (B_s, S, d_model):
+        (B_s, h, S, d_k) and (B_s, h, S, d_v)."""
+        k, v = self.kv(memory).split([self.h * self.d_k, self.h * self.d_v], dim=-1)  # (B_s, S, h d_k), (B_s, S, h d_v)
+        return split_heads(k, self.h), split_heads(v, self.h)
 
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, key_mask: Optional[Tensor] = None,
-                causal: bool = False, cache: Optional[Dict[str, Optional[Tensor]]] = None,
-                need_weights: bool = False, packing: Optional[Packing] = None,
-                history: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor]]:
-        """x: (B, T, d_model) queries; memory: (B_s, S, d_model) for encoder-decoder attention, else
-        None (self-attention); key_mask: (B_s, S) True = real token (or additive, 0 / -inf);
-        cache: incremental decoding state, filled in place (self-attention: keys/values grow by T;
-        encoder-decoder: computed once); packing: x holds only the real rows (N, d_model) of the
-        (B, T) queries (training, see packing.py), and so does the output. Returns (B, T, d_model)
-        and, if need_weights, (B, h, T, S) weights.
+                causal: bool = False, state: Optional[DecodingState] = None, need_weights: bool = False,
+                packing: Optional[Packing] = None) -> Tuple[Tensor, Optional[Tensor]]:
+        """Eq. (2). x: (B, T, d_model) queries; memory: (B_s, S, d_model) for encoder-decoder
+        attention, None for self-attention; key_mask: (B_s, S) True = real token (or additive,
+        0 / -inf). Returns (B, T, d_model) and, if need_weights, the (B, h, T, S) weights.
 
-        B_s = B except in beam search, where B = g B_s: each memory row serves g consecutive
-        hypotheses (a sentence's beam, see models/encoder_decoder.py), whose queries then go
-        through one attention call against that row's keys and values. history (B_s, 1, g, E):
-        the self-attention cache is shared by each beam too (cache.py); T = 1 and True marks the
-        entries on each hypothesis's path."""
-        kk, vk = self.cache_key + ".k", self.cache_key + ".v"
-        mask = None if key_mask is None else key_mask[:, None, None, :]  # (B_s, 1, 1, S)
+        Hooks beside the maths, each one named call: packing (training, packing.py): x and the
+        output are the real rows (N, d_model) of the (B, T) queries; state (incremental decoding,
+        decoding_state.py): x holds the new positions only, and the keys and values of earlier
+        steps (self-attention) or of the memory (projected once) come from it. B_s = B except in
+        beam search, where B = g B_s: g consecutive hypotheses share a memory row, and their
+        queries go through one attention call against it (split_heads' rows)."""
         if self.self_attention:
-            qkv = padded(self.qkv(x), packing)  # (B, T, h (2 d_k + d_v))
-            q, k, v = qkv.split([self.h * self.d_k, self.h * self.d_k, self.h * self.d_v], -1)
-            if history is None:
-                k, v = self._split_heads(k, self.d_k), self._split_heads(v, self.d_v)  # (B, h, T, d_k/d_v)
-            else:  # T = 1: this step's entries of each beam side by side (cache.py), views of qkv
-                g = history.size(2)
-                k, v = (z.reshape(-1, g, self.h, z.size(-1) // self.h).transpose(1, 2) for z in (k, v))  # (B_s, h, g, d)
-                mask = history
-            if cache is not None:  # a window keeps its last R + 1 steps: (B, h, S_past + T, d) at most
-                keep = None if self.window is None else (self.window + 1) * k.size(2)
-                k, v = append_to_cache(cache.get(kk), k, keep), append_to_cache(cache.get(vk), v, keep)
-                cache[kk], cache[vk] = k, v
-        else:
-            q = padded(self.q(x), packing)  # (B, T, h d_k)
-            if cache is not None and cache.get(kk) is not None:
-                k, v = cache[kk], cache[vk]  # projected once per sentence
-            else:
-                k, v = self._project_kv(memory)
-                if cache is not None:
-                    cache[kk], cache[vk] = k, v
-        B, T, _ = q.shape
-        g = B // k.size(0)  # queries' rows per key row: 1, or the beam sharing a sentence's memory
-        q = q.view(B // g, g * T, self.h, self.d_k).transpose(1, 2)  # (B_s, h, g T, d_k)
+            q, k, v = padded(self.qkv(x), packing).split(self.widths, dim=-1)  # x W^Q, x W^K, x W^V: (B, T, h d)
+            k, v = split_heads(k, self.h), split_heads(v, self.h)  # (B, h, T, d_k), (B, h, T, d_v)
+        else:  # keys and values from the encoder's output (section 3.2.3)
+            q = padded(self.q(x), packing)  # x W^Q: (B, T, h d_k)
+            k, v = self.project_memory(memory) if state is None else state.memory(
+                self.cache_key, lambda: self.project_memory(memory))  # (B_s, h, S, d_k), (B_s, h, S, d_v)
+        mask = None if key_mask is None else key_mask[:, None, None, :]  # (B_s, 1, 1, S) True = may attend
+        if state is not None and self.self_attention:  # and the keys and values of the earlier steps
+            k, v, mask = state.self_attention(self.cache_key, k, v, mask, self.window)  # (B_s, h, S, d)
+        B = q.size(0)
+        q = split_heads(q, self.h, rows=k.size(0))  # (B, h, T, d_k); a beam's g hypotheses: (B_s, h, g T, d_k)
+        y, weights = self.attention(q, k, v, mask, causal, need_weights, state)  # Eq. (1) per head: (B_s, h, g T, d_v)
+        y = y.transpose(1, 2).reshape(B, -1, self.h * self.d_v)  # (B, T, h d_v): Concat(head_1, ..., head_h)
+        return self.out(packed(y, packing)), self.hypothesis_weights(weights, B, state)  # Concat(...) W^O
+
+    def attention(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool,
+                  need_weights: bool, state: Optional[DecodingState]) -> Tuple[Tensor, Optional[Tensor]]:
+        """Eq. (1) on every head, dropout on the weights (section 5.4); in self-attention with a
+        window (window.py) or relative positions (relative.py), their form of it."""
         p = self.dropout if self.training or self.apply_during_inference else 0.0
         if self.window is None and self.relative is None:
-            y, w = scaled_dot_product_attention(q, k, v, mask, causal, p, need_weights)  # (B_s, h, g T, d_v)
-        else:
-            y, w = self._positional_attention(q, k, v, mask, causal, p, need_weights, history, cache is not None)
-        y = y.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h d_v): Concat(head_i)
-        if w is not None and g > 1:
-            w = w.view(B // g, self.h, g, T, -1).transpose(1, 2).reshape(B, self.h, T, -1)  # (B, h, T, S)
-            w = w if history is None else own_weights(w, history)  # (B, h, 1, t + 1)
-        return self.out(packed(y, packing)), w
+            return scaled_dot_product_attention(q, k, v, mask, causal, p, need_weights)
+        return self._positional_attention(q, k, v, mask, causal, p, need_weights, state)
+
+    def hypothesis_weights(self, w: Optional[Tensor], B: int, state: Optional[DecodingState]) -> Optional[Tensor]:
+        """Weights (B_s, h, g T, S) of g hypotheses side by side as (B, h, T, S); over a
+        beam-shared self-attention cache each hypothesis's over its own positions."""
+        if w is None or w.size(0) == B:
+            return w
+        B_s, h, _, S = w.shape
+        w = w.view(B_s, h, B // B_s, -1, S).transpose(1, 2).reshape(B, h, -1, S)  # (B, h, T, S)
+        return state.own_weights(w) if state is not None and self.self_attention else w
 
     def _positional_attention(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool,
-                              p: float, need_weights: bool, history: Optional[Tensor], cached: bool):
+                              p: float, need_weights: bool, state: Optional[DecodingState]):
         """Self-attention that depends on where queries and keys sit: a window (window.py) and/or
         relative positions (relative.py). Without a cache (causal or encoder) the window becomes
         a mask, or on long inputs the banded computation; a decoding step's cache holds only the
-        window already (append_to_cache's keep)."""
-        if self.relative is None and not cached and not need_weights and use_banded(k.size(2), self.window):
+        window already (append_to_cache's keep), and the beam-shared layout's history mask too."""
+        if self.relative is None and state is None and not need_weights and use_banded(k.size(2), self.window):
             key_mask = None if mask is None else mask[:, 0, 0, :]  # (B, S)
             return banded_attention(q, k, v, self.window, causal, key_mask, p), None  # (B, h, T, d_v)
-        q_pos, k_pos = query_key_positions(q.size(2), k.size(2), 1 if history is None else history.size(2), q.device)
-        if history is None:  # else mask is the beam's additive history mask, within the window already
+        g = 1 if state is None else state.entries_per_step
+        q_pos, k_pos = query_key_positions(q.size(2), k.size(2), g, q.device)
+        if g == 1:  # else mask is the beam's additive history mask, within the window already
             mask = position_mask(mask, q_pos, k_pos, self.window, causal)  # (T, S) or (B, 1, T, S)
         if self.relative is not None:
             return self.relative(q, k, v, q_pos, k_pos, mask, p, need_weights)  # (B_s, h, g T, d_v)

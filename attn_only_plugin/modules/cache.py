@@ -2,7 +2,7 @@
 position per step), and how beam search reorders them.
 
 Not in the paper, which says nothing about decoding speed; the maths of Eq. (1) is unchanged.
-Two layouts, chosen by the decoder (models/encoder_decoder.py):
+Two layouts, chosen and kept by the decoding state (decoding_state.py):
 - one row per hypothesis, (B, h, S, d): each hypothesis's S cached positions. A beam reorder
   copies the rows that change (in place when fewer than half do, else all into a new buffer).
   Used for greedy search, sampling, and any order that does not keep a sentence's beam together.

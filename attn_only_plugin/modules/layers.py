@@ -3,16 +3,15 @@
 Tensor layout: (B, T, d_model) for the layer input and output, or its real rows (N, d_model)
 when training with a Packing (see packing.py); memory (B, S, d_model).
 """
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
+from .decoding_state import DecodingState
 from .dropout import Dropout
 from .feed_forward import PositionwiseFeedForward
 from .packing import Packing
-
-Cache = Optional[Dict[str, Optional[Tensor]]]
 
 
 class SublayerConnection(nn.Module):
@@ -68,19 +67,17 @@ class DecoderLayer(nn.Module):
         self.sub_cross = SublayerConnection(d_model, dropout, pre_norm)
         self.sub_ffn = SublayerConnection(d_model, dropout, pre_norm)
 
-    def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor, cache: Cache = None,
-                need_weights: bool = False, packing: Optional[Packing] = None, history: Optional[Tensor] = None):
+    def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor, state: Optional[DecodingState] = None,
+                need_weights: bool = False, packing: Optional[Packing] = None):
         """x: (B, T, d_model), or its real rows (N, d_model) with packing; memory: (B, S, d_model);
         memory_mask: (B, S) True = real token, or additive (0 / -inf) when decoding.
-        With a cache (incremental decoding) x holds only the new positions and the causal mask
-        is implied: the queries see every cached position (or, with history (B_s, 1, g, E), the
-        additive mask of the entries on each hypothesis's path in a cache shared by its beam, see
-        cache.py). Returns the output, the
+        With a decoding state (incremental decoding, decoding_state.py) x holds only the new
+        positions and the causal mask is implied: the queries see every cached position (or, in
+        a cache shared by a beam, the entries on each hypothesis's path). Returns the output, the
         encoder-decoder weights (B, h, T, S) and the self-attention weights (B, h, T, T_all)."""
-        causal = cache is None
         x, w_self = self.sub_self(x, lambda y: self.self_attn(
-            y, causal=causal, cache=cache, need_weights=need_weights, packing=packing, history=history))
+            y, causal=state is None, state=state, need_weights=need_weights, packing=packing))
         x, w_cross = self.sub_cross(x, lambda y: self.cross_attn(
-            y, memory=memory, key_mask=memory_mask, cache=cache, need_weights=need_weights, packing=packing))
+            y, memory=memory, key_mask=memory_mask, state=state, need_weights=need_weights, packing=packing))
         x, _ = self.sub_ffn(x, lambda y: (self.ffn(y), None))
         return x, w_cross, w_self

@@ -51,3 +51,14 @@ def packed(x: Tensor, packing: Optional[Packing]) -> Tensor:
 def padded(x: Tensor, packing: Optional[Packing]) -> Tensor:
     """Real rows x (N, D) back to (B, T, D) when packing, else unchanged."""
     return x if packing is None else packing.unpack(x)
+
+
+def target_packing(tokens: Tensor, pad: int, enabled: bool) -> Optional[Packing]:
+    """The Packing of a decoder input (B, T) when enabled (training) and every row is
+    right-padded, so that causal attention hides every pad from the real positions; None for
+    left-padded targets (a real query would see the pads before it), or when not worth it."""
+    if not enabled:
+        return None
+    real = tokens.ne(pad)  # (B, T)
+    right_padded = not (real[:, 1:] & ~real[:, :-1]).any()  # no real token after a pad
+    return Packing.of(real, right_padded)

@@ -8,8 +8,10 @@ from fairseq.sequence_generator import SequenceGenerator
 
 from helpers import build_model, make_dictionary, random_batch
 
+from attn_only_plugin.modules.decoding_state import DecodingState
 
-def _per_hypothesis(cache, B, memory, step):
+
+def _per_hypothesis(state, B, rows, step, device):
     return None  # never share: one self-attention row per hypothesis
 
 
@@ -38,17 +40,17 @@ def test_shared_cache_gives_the_same_hypotheses(name, variant, monkeypatch):
             out = gen.generate([model], sample, prefix_tokens=prefix)
         return [[(h["tokens"].tolist(), round(float(h["score"]), 4)) for h in hyps] for hyps in out]
 
-    original, shared_steps = model.decoder._history_mask, []
+    original, shared_steps = DecodingState.history_mask, []
 
-    def spy(cache, B, memory, step):
-        mask = original(cache, B, memory, step)
+    def spy(state, B, rows, step, device):
+        mask = original(state, B, rows, step, device)
         shared_steps.append(mask is not None)
         return mask
 
-    monkeypatch.setattr(model.decoder, "_history_mask", spy)
+    monkeypatch.setattr(DecodingState, "history_mask", spy)
     shared = generate()
     assert all(shared_steps) and len(shared_steps) > 3  # every step ran on the shared cache
-    monkeypatch.setattr(model.decoder, "_history_mask", _per_hypothesis)
+    monkeypatch.setattr(DecodingState, "history_mask", _per_hypothesis)
     assert generate() == shared
     if prefix is not None:
         assert all(h[0][0][:2] == p for h, p in zip(shared, prefix.tolist()))

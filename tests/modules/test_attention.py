@@ -54,3 +54,13 @@ def test_multi_head_equals_per_head_concat():
     assert out.shape == (2, 4, d_model) and w.shape == (2, h, 4, 4)
     assert torch.allclose(out, expected, atol=1e-5)
     assert torch.allclose(mha(x)[0], out, atol=1e-5)  # fused kernel path, same function
+
+
+def test_split_heads_puts_a_beams_queries_side_by_side():
+    """(B, T, h d) -> (B, h, T, d); with rows = B_s (B = g B_s hypotheses sharing memory rows,
+    decoding_state.py) the g hypotheses' queries of a row follow each other: (B_s, h, g T, d)."""
+    from attn_only_plugin.modules.attention import split_heads
+    x = torch.arange(8.0).view(4, 1, 2)  # B = 4 hypotheses, T = 1, h = 2 heads of d = 1
+    assert split_heads(x, 2)[:, :, 0, 0].tolist() == [[0, 1], [2, 3], [4, 5], [6, 7]]  # (B, h, T, d)
+    beams = split_heads(x, 2, rows=2)  # g = 2 hypotheses per row
+    assert beams.shape == (2, 2, 2, 1) and beams[..., 0].tolist() == [[[0, 2], [1, 3]], [[4, 6], [5, 7]]]

@@ -84,3 +84,15 @@ def test_packing_keeps_less_for_backward(monkeypatch):
     with_packing = _saved_for_backward_bytes(model, src, prev)
     monkeypatch.setattr("attn_only_plugin.modules.packing.MIN_PAD_FRACTION", 2.0)  # never packs
     assert with_packing < 0.95 * _saved_for_backward_bytes(model, src, prev)
+
+
+def test_target_packing_only_for_right_padded_targets_in_training():
+    """The decoder's one call (modules/packing.py target_packing): right-padded targets pack, a
+    left-padded row (a real token after a pad, which causal attention would let see the pad) or
+    inference does not."""
+    from attn_only_plugin.modules.packing import target_packing
+    right = torch.tensor([[5, 6, 7, 1], [5, 6, 1, 1]])  # pad = 1: 3 pads in 8
+    left = torch.tensor([[5, 6, 7, 1], [1, 1, 5, 6]])
+    packing = target_packing(right, 1, True)
+    assert packing.index.tolist() == [0, 1, 2, 4, 5]  # flat positions b T + t of the real tokens
+    assert target_packing(left, 1, True) is None and target_packing(right, 1, False) is None

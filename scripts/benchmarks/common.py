@@ -1,0 +1,113 @@
+"""What every measurement of scripts/benchmark.py shares: the presets, fairseq's built-in
+transformer and ours with the same sizes and the same weights (ours converted from it with
+attn_only_plugin.convert), the batches both get, and the turns they take.
+
+Batches: sentences of 10-30 words, left-padded sources and right-padded targets as fairseq makes
+them. "random" draws every sentence's length (a third of each side is padding), "sorted" gives a
+batch one source length and targets within 25% of it, what fairseq's length-sorted --max-tokens
+batching gives (almost no source padding, ~20% target padding).
+Turns, not one model after the other: shared and virtual machines drift in speed by 10-30%
+within minutes, which one-after-the-other runs read as a difference between the models.
+"""
+
+
+PRESETS = {  # d_model, d_ff, heads, layers, vocab
+    "tiny": dict(d_model=64, d_ff=256, heads=4, layers=2, vocab=1000),
+    "cpu": dict(d_model=512, d_ff=2048, heads=8, layers=6, vocab=8000),
+    "base": dict(d_model=512, d_ff=2048, heads=8, layers=6, vocab=37000),
+    "big": dict(d_model=1024, d_ff=4096, heads=16, layers=6, vocab=37000),
+}
+# Sentences per training batch (generation: half as many, beam 4): 32 of 10-30 words (~650
+# target tokens) suit 2 CPU cores; the GPU shapes get 256 (~5k target tokens, fairseq's usual
+# --max-tokens 4096 per GPU; the paper's 25k-token batches were spread over 8 GPUs, section 5.1),
+# as a GPU's speed on 650-token steps measures kernel launches, not the model.
+BATCH_SIZE = {"tiny": 32, "cpu": 32, "base": 256, "big": 256}
+
+
+def build_pair(shape, seed=0):
+    """(fairseq's built-in, ours) with the same sizes and weights, in eval mode."""
+    import argparse as ap
+    from types import SimpleNamespace
+
+    import torch
+    from fairseq.data import Dictionary
+    from fairseq.models.transformer import TransformerModel
+    from fairseq.models.transformer.transformer_legacy import base_architecture
+
+    import attn_only_plugin  # noqa: F401
+    from attn_only_plugin.convert import fairseq_to_ours
+    from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
+    d = Dictionary()
+    for i in range(shape["vocab"] - d.nspecial):
+        d.add_symbol(f"w{i}")
+    task = SimpleNamespace(source_dictionary=d, target_dictionary=d)
+    args = ap.Namespace(encoder_embed_dim=shape["d_model"], decoder_embed_dim=shape["d_model"],
+                        encoder_ffn_embed_dim=shape["d_ff"], decoder_ffn_embed_dim=shape["d_ff"],
+                        encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"],
+                        encoder_layers=shape["layers"], decoder_layers=shape["layers"], encoder_learned_pos=True,
+                        decoder_learned_pos=True, share_all_embeddings=True, dropout=0.1,
+                        max_source_positions=256, max_target_positions=256)
+    base_architecture(args)
+    torch.manual_seed(seed)
+    theirs = TransformerModel.build_model(args, task)
+    cfg = TransformerConfig(encoder_layers=shape["layers"], decoder_layers=shape["layers"], d_model=shape["d_model"],
+                            d_ff=shape["d_ff"], heads=shape["heads"], dropout=0.1, learned_pos=True,
+                            max_source_positions=256, max_target_positions=256)
+    ours = AttnOnlyTransformer.build_model(cfg, task)
+    ours.load_state_dict(fairseq_to_ours(theirs.state_dict(), d.pad()))
+    return theirs, ours, d
+
+
+def make_batches(d, n_batches, batch_size, seed=1, batching="random"):
+    """Sentences of 10-30 words. "random": lengths drawn per sentence, the target is the reversed
+    source; "sorted" (what fairseq's length-sorted batching gives): one source length per batch,
+    targets of that length +-25%."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+
+    def words(n):
+        return torch.randint(d.nspecial, len(d), (n,), generator=g)
+
+    batches = []
+    for _ in range(n_batches):
+        if batching == "sorted":
+            n = int(torch.randint(10, 31, (), generator=g))
+            sources = [words(n) for _ in range(batch_size)]
+            targets = [words(n + int(torch.randint(-(n // 4), n // 4 + 1, (), generator=g))) for _ in range(batch_size)]
+        else:
+            sources = [words(int(n)) for n in torch.randint(10, 31, (batch_size,), generator=g)]
+            targets = [w.flip(0) for w in sources]
+        S, T = max(map(len, sources)) + 1, max(map(len, targets)) + 1
+        src = torch.full((batch_size, S), d.pad())
+        tgt = torch.full((batch_size, T), d.pad())
+        for b, (w, t) in enumerate(zip(sources, targets)):
+            src[b, S - len(w) - 1:] = torch.cat([w, torch.tensor([d.eos()])])  # left-padded
+            tgt[b, : len(t) + 1] = torch.cat([t, torch.tensor([d.eos()])])  # right-padded
+        prev = torch.cat([torch.full((batch_size, 1), d.eos()), tgt[:, :-1]], dim=1)  # eos moved to the front
+        prev[tgt == d.pad()] = d.pad()
+        lengths = src.ne(d.pad()).sum(1)
+        batches.append(dict(src=src, lengths=lengths, prev=prev, tgt=tgt))
+    return batches
+
+
+def pad_share(batches, pad):
+    """Share of pad positions in the sources and in the targets."""
+    return {side: sum(int(b[side].eq(pad).sum()) for b in batches) / sum(b[side].numel() for b in batches)
+            for side in ("src", "tgt")}
+
+
+def device_batches(d, device, batch_size, batching):
+    """The 4 training batches that each step cycles through, on the device."""
+    return [{k: v.to(device) for k, v in b.items()} for b in make_batches(d, 4, batch_size, batching=batching)]
+
+
+def synchronizer(device):
+    """A function that waits for the device's queued work (timings on a GPU), a no-op on a CPU."""
+    import torch
+    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+
+def rotation(names, k):
+    """Who goes when in turn k: each goes first in turn."""
+    k %= len(names)
+    return names[k:] + names[:k]

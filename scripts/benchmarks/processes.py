@@ -1,0 +1,54 @@
+"""A measurement in a fresh process (peak memory is per process), for scripts/benchmark.py: its
+result, or its failure as one line (ATTN_ONLY_TRACEBACK=1 prints the traceback too), or the exit
+status of a process that died without one.
+"""
+import os
+import queue as queues
+import traceback
+
+
+class WorkerError(RuntimeError):
+    """A measuring process failed or died; the message is one line."""
+
+
+def _worker(target, args, queue):
+    """Runs in the measuring process: ("ok", target(*args)) or ("error", one line) into queue."""
+    try:
+        queue.put(("ok", target(*args)))
+    except BaseException as e:  # noqa: B902 (Ctrl-C too: the parent must not wait for a result)
+        if os.environ.get("ATTN_ONLY_TRACEBACK"):
+            traceback.print_exc()
+        first = (str(e).strip().splitlines() or [""])[0]
+        queue.put(("error", f"{type(e).__name__}: {first}" if first else type(e).__name__))
+
+
+def in_process(ctx, target, *args, poll_s=0.5):
+    """target(*args) in a fresh process (peak memory is per process); its result, or WorkerError
+    with its one-line error, or its exit status if it died without one (killed, out of memory)."""
+    q = ctx.Queue()
+    p = ctx.Process(target=_worker, args=(target, args, q))
+    p.start()
+    try:
+        while True:
+            try:
+                status, value = q.get(timeout=poll_s)
+                break
+            except queues.Empty:
+                if p.is_alive():
+                    continue
+                try:  # it may have put its result just before ending
+                    status, value = q.get(timeout=poll_s)
+                    break
+                except queues.Empty:
+                    why = f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exit status {p.exitcode}"
+                    raise WorkerError(f"the {target.__name__} process died ({why}) without a result: out of "
+                                      "memory? try a smaller --batch-size or --preset") from None
+    finally:
+        p.join(timeout=30)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    if status == "error":
+        raise WorkerError(f"the {target.__name__} process failed: {value}: rerun with ATTN_ONLY_TRACEBACK=1 for "
+                          "its traceback")
+    return value
