@@ -5,11 +5,11 @@ right-factored binarization with horizontal Markovization (h=2), relative-freque
 probabilities, unary chains by their max-product closure, a rare-word lexicon, and exact Viterbi
 CKY. Numpy only; nothing here imports fairseq or torch.
 
-    parser = PCFGParser.train(normalized_trees, v=2, h=2)
+    parser = PCFGParser.train(normalized_trees, v=2, h=2, rare=3)
     tree, fallback = parser.parse(words)            # or parser.parse(words, tags=gold_tags)
 
-Defaults v=2, h=2 are Klein & Manning's (2003) and the settings the valid split (wsj_0160-0169)
-picks on the NLTK WSJ sample (docs/parsing.md). When the grammar derives no tree for a sentence,
+The defaults v=2, h=2, rare=3 (lexicon.py) are the settings the valid split (wsj_0160-0169) of the
+NLTK WSJ sample picks (docs/parsing.md). When the grammar derives no tree for a sentence,
 ``parse`` returns the right-branching tree and says so (the caller counts them).
 """
 from typing import Optional, Sequence, Tuple
