@@ -17,6 +17,7 @@ the generation config.
   forces it at its cap). Only a hypothesis that runs past input + 50 differs.
 """
 import json
+import warnings
 from pathlib import Path
 
 from ..models.transformer import TransformerConfig
@@ -68,10 +69,12 @@ def save_tokenizer(folder: Path, spm_model, src_dict, tgt_dict, max_source_posit
     (folder / "vocab.json").write_text(json.dumps(_vocab(src_dict), ensure_ascii=False, indent=0) + "\n")
     if separate:
         (folder / "target_vocab.json").write_text(json.dumps(_vocab(tgt_dict), ensure_ascii=False, indent=0) + "\n")
-    tokenizer = MarianTokenizer(
-        source_spm=str(spm_model), target_spm=str(spm_model), vocab=str(folder / "vocab.json"),
-        target_vocab_file=str(folder / "target_vocab.json") if separate else None, separate_vocabs=separate,
-        unk_token=tgt_dict.unk_word, eos_token=tgt_dict.eos_word, pad_token=tgt_dict.pad_word,
-        bos_token=tgt_dict.bos_word,  # never added (Marian appends </s> only); lets decode() skip it, as fairseq does
-        model_max_length=max_source_positions, clean_up_tokenization_spaces=False)
+    with warnings.catch_warnings():  # its Moses normalizer is never applied when tokenizing: no need for it
+        warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
+        tokenizer = MarianTokenizer(
+            source_spm=str(spm_model), target_spm=str(spm_model), vocab=str(folder / "vocab.json"),
+            target_vocab_file=str(folder / "target_vocab.json") if separate else None, separate_vocabs=separate,
+            unk_token=tgt_dict.unk_word, eos_token=tgt_dict.eos_word, pad_token=tgt_dict.pad_word,
+            bos_token=tgt_dict.bos_word,  # never added (Marian appends </s> only); decode() skips it, as fairseq does
+            model_max_length=max_source_positions, clean_up_tokenization_spaces=False)
     tokenizer.save_pretrained(str(folder))
