@@ -55,10 +55,12 @@ else
 fi
 
 # What fairseq imports at start-up and during training (scikit-learn: an audio task imports it),
-# and CTranslate2, the inference engine our models export to (docs/export.md; pinned: the export
-# writes its model format).
+# CTranslate2, the inference engine our models export to, and Hugging Face transformers, whose
+# MarianMTModel the other export writes (docs/export.md; both pinned: each export writes that
+# version's model format; transformers needs no torch of its own and keeps ours).
 RUNTIME=(numpy cython cffi regex tqdm bitarray sacrebleu "hydra-core==1.3.2" "omegaconf==2.3.0"
-         packaging scikit-learn sentencepiece pytest matplotlib setuptools wheel "ctranslate2==4.8.5")
+         packaging scikit-learn sentencepiece pytest matplotlib setuptools wheel "ctranslate2==4.8.5"
+         "transformers==5.23.0")
 # One interpreter start checks them all (exact version where pinned).
 dist_missing() {
   "$PY" - "$@" <<'PY'

@@ -28,12 +28,8 @@ projection are head-major, (h, d, d_model) flattened.
 """
 import json
 import math
-import os
-import shutil
-import tempfile
-from argparse import Namespace
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import numpy as np
 import torch
@@ -41,64 +37,15 @@ from ctranslate2.converters import Converter
 from ctranslate2.specs import transformer_spec
 from torch import Tensor
 
-from ..atomic import _umask, check_output
 from ..errors import PluginError
-from ..models.transformer import TransformerConfig, full_config, validate
+from ..models.transformer import TransformerConfig
 from ..modules.embedding import sinusoid_table
 from . import INFO_FILE, QUANTIZATIONS
+from .common import MODEL_NAME, check_dictionaries, new_out, read_checkpoint, write_folder
+from .common import pad_heads as _pad_heads
+from .common import model_config, read_dictionaries  # noqa: F401  (still importable from here)
 
 LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, kept by modules/layers.py
-MODEL_NAME = "attn_only_transformer"
-
-
-def model_config(state: dict, path) -> TransformerConfig:
-    """Our model's config from a checkpoint's cfg.model (or legacy args), refusing other models."""
-    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
-    cfg = state.get("cfg") or {}
-    m = (cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)) or state.get("args")
-    if m is None:
-        raise PluginError(f"{path} has no model config (cfg.model or args): export a checkpoint that fairseq-train "
-                          "or average_checkpoints.py wrote")
-    m = Namespace(**m) if isinstance(m, dict) else m
-    name = getattr(m, "_name", None) or getattr(m, "arch", None)
-    if ARCH_MODEL_NAME_REGISTRY.get(name, name) != MODEL_NAME:
-        raise PluginError(f"{path} holds a {name!r} model, not attn_only_plugin's: this exports models trained "
-                          "with --user-dir attn_only_plugin (a fairseq transformer: ctranslate2's own "
-                          "ct2-fairseq-converter)")
-    cfg = full_config(m)
-    validate(cfg)
-    return cfg
-
-
-def read_dictionaries(data, task_cfg) -> Tuple[object, object]:
-    """(source, target) fairseq Dictionaries from the data directory, with the checkpoint's language
-    pair or, when it did not store one, the pair fairseq infers from the data's file names."""
-    from fairseq.data import Dictionary
-    from fairseq.data.data_utils import infer_language_pair
-
-    from ..input_checks import check_data_dir
-    get = (lambda k: task_cfg.get(k)) if isinstance(task_cfg, dict) else (lambda k: getattr(task_cfg, k, None))
-    src, tgt = get("source_lang"), get("target_lang")
-    check_data_dir(str(data), src, tgt, "the checkpoint records no language pair either: give the whole data-bin "
-                   "(its SPLIT.SRC-TGT.* files name the pair) or a checkpoint that fairseq-train wrote")
-    if src is None or tgt is None:
-        src, tgt = infer_language_pair(str(data))
-    return (Dictionary.load(os.path.join(data, f"dict.{src}.txt")),
-            Dictionary.load(os.path.join(data, f"dict.{tgt}.txt")))
-
-
-def _pad_heads(w: Tensor, h: int, d: int, D: int, dim: int = 0) -> Tensor:
-    """Per-head blocks of d rows (dim 0: a projection's weight or bias) or columns (dim 1: W^O),
-    each followed by D - d zeros."""
-    if d == D:
-        return w
-    if dim == 0:
-        blocks = w.reshape(h, d, -1)  # (h, d, d_model or 1)
-        blocks = torch.cat([blocks, blocks.new_zeros(h, D - d, blocks.size(2))], dim=1)  # (h, D, .)
-        return blocks.reshape(h * D, *w.shape[1:])  # (h D, d_model) or (h D,)
-    blocks = w.reshape(w.size(0), h, d)  # (d_model, h, d)
-    blocks = torch.cat([blocks, blocks.new_zeros(w.size(0), h, D - d)], dim=2)  # (d_model, h, D)
-    return blocks.reshape(w.size(0), h * D)  # (d_model, h D)
 
 
 class _Weights:
@@ -176,12 +123,7 @@ def build_spec(cfg: TransformerConfig, sd: Dict[str, Tensor], src_dict, tgt_dict
     """The TransformerSpec of our model (config, state dict, fairseq dictionaries)."""
     check_expressible(cfg)
     w = _Weights(sd, cfg)
-    for side, d, name in (("encoder", src_dict, "source"), ("decoder", tgt_dict, "target")):
-        rows = w.get(f"{side}.embed.tokens.weight").size(0)
-        if rows != len(d):
-            raise PluginError(f"the {name} dictionary does not match the checkpoint: it has {len(d)} entries but the "
-                              f"checkpoint's {side} embeddings {rows}; give the --data folder (dict.*.txt) the "
-                              "checkpoint was trained with")
+    check_dictionaries(sd, src_dict, tgt_dict)
     head_dim = None if w.D * cfg.heads == cfg.d_model else w.D
     relative = cfg.relative_positions is not None  # then the spec has no position table
     encoder = transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.heads, pre_norm=cfg.pre_norm,
@@ -232,19 +174,9 @@ class AttnOnlyConverter(Converter):
         self.checkpoint, self.data = Path(checkpoint), Path(data)
 
     def _load(self):
-        from ..safe_load import load_checkpoint, non_finite, non_finite_error
-        if not self.checkpoint.is_file():
-            raise PluginError(f"no checkpoint {self.checkpoint}: give a checkpoint file that fairseq-train (or "
-                              "average_checkpoints.py) wrote")
-        state = load_checkpoint(self.checkpoint)
-        cfg = model_config(state, self.checkpoint)
-        found = non_finite(state["model"])
-        if found is not None:
-            raise non_finite_error(self.checkpoint, found)
-        task = (state.get("cfg") or {}).get("task") if isinstance(state.get("cfg"), dict) else None
-        src_dict, tgt_dict = read_dictionaries(self.data, task or state.get("args") or {})
-        self.cfg = cfg
-        return build_spec(cfg, state["model"], src_dict, tgt_dict)
+        read = read_checkpoint(self.checkpoint, self.data)  # export/common.py: each problem refused in one line
+        self.cfg = read.cfg
+        return build_spec(read.cfg, read.weights, read.src_dict, read.tgt_dict)
 
 
 def model_info(cfg: TransformerConfig, quantization: Optional[str] = None) -> dict:
@@ -253,51 +185,26 @@ def model_info(cfg: TransformerConfig, quantization: Optional[str] = None) -> di
             "max_target_positions": cfg.max_target_positions, "quantization": quantization or "float32"}
 
 
-def _new_out(out, force: bool, inputs=()) -> Path:
-    """`out` as a Path, checked by the shared rule (atomic.check_output: not an input, not holding
-    or inside one, replaced only with force); with force, what it replaces must be an earlier
-    export (a folder with CTranslate2's model.bin), so that --force never deletes anything else."""
-    check_output(out, inputs, force)
-    out = Path(out)
-    if force and (out.exists() or out.is_symlink()) and not (out.is_dir() and (out / "model.bin").is_file()):
-        raise PluginError(f"--out {out} exists and is not a CTranslate2 model folder (no model.bin in it): --force "
-                          "replaces only an earlier export; choose another --out")
-    return out
-
-
 def save_spec(spec, out, quantization: Optional[str] = None, force: bool = False, info: Optional[dict] = None) -> Path:
     """Write a spec (and `info` as INFO_FILE) to folder `out` atomically: into a temporary folder
     beside it, renamed when complete; an existing `out` is refused unless force (then replaced only
     once the new one is written)."""
-    out = _new_out(out, force)
-    if not out.resolve().parent.is_dir():
-        raise PluginError(f"the folder of {out} does not exist: create it first, or choose another --out")
+    new_out(out, force)
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise PluginError(f"quantization {quantization!r} is not one of CTranslate2's: {', '.join(QUANTIZATIONS)}")
     spec.validate()
     spec.optimize(quantization=quantization)
-    tmp = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
+
+    def fill(tmp: Path):
         spec.save(str(tmp))
         if info is not None:
             (tmp / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
-        if out.exists():  # --force: the old folder goes only now that the new one is complete
-            old = tmp.with_name(tmp.name + ".old")
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    return write_folder(out, force, fill)
 
 
 def export(checkpoint, data, out, quantization: Optional[str] = None, force: bool = False) -> Path:
     """Export checkpoint (with the dictionaries in data) to a CTranslate2 model folder `out`."""
-    out = _new_out(out, force, [checkpoint, data])  # before the (slow) load
+    out = new_out(out, force, [checkpoint, data])  # before the (slow) load
     converter = AttnOnlyConverter(checkpoint, data)
     spec = converter._load()
     return save_spec(spec, out, quantization, force, model_info(converter.cfg, quantization))

@@ -99,7 +99,7 @@ def test_force_never_deletes_an_input_or_a_folder_that_is_not_an_export(ckpt, tm
     other = tmp_path / "notes"  # not an input, but not an earlier export either
     other.mkdir()
     (other / "todo.txt").write_text("mine")
-    with pytest.raises(PluginError, match="is not a CTranslate2 model folder .*replaces only an earlier export"):
+    with pytest.raises(PluginError, match="is not a model folder an export wrote .*replaces only an earlier export"):
         export(save / "checkpoint_last.pt", "--data", data, "--out", other, "--force")
     assert (other / "todo.txt").read_text() == "mine"
 

@@ -1,0 +1,150 @@
+"""What every export shares, whatever the engine: reading a checkpoint of ours (with the safe loader,
+one-line refusals of other models, partial or non-finite weights and dictionaries that are not its
+own), writing an output folder atomically (`--out` refused when it exists, unless `--force`), and
+the zero-padding of narrow heads (free d_k, d_v) to an engine's one head width.
+
+No engine is imported here: export/ctranslate2.py and export/transformers.py both use it.
+"""
+import os
+import shutil
+import tempfile
+from argparse import Namespace
+from pathlib import Path
+from typing import Callable, NamedTuple, Tuple
+
+import torch
+from torch import Tensor
+
+from ..atomic import _umask, check_output
+from ..errors import PluginError
+from ..models.transformer import TransformerConfig, full_config, validate
+
+MODEL_NAME = "attn_only_transformer"
+
+
+class Checkpoint(NamedTuple):
+    """A checkpoint of ours read for export: its model config, weights, dictionaries and the whole state."""
+    cfg: TransformerConfig
+    weights: dict
+    src_dict: object
+    tgt_dict: object
+    state: dict
+
+
+def model_config(state: dict, path, other_tool: str = "ctranslate2's own ct2-fairseq-converter") -> TransformerConfig:
+    """Our model's config from a checkpoint's cfg.model (or legacy args), refusing other models
+    (other_tool: what to use for a fairseq transformer instead)."""
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+    cfg = state.get("cfg") or {}
+    m = (cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)) or state.get("args")
+    if m is None:
+        raise PluginError(f"{path} has no model config (cfg.model or args): export a checkpoint that fairseq-train "
+                          "or average_checkpoints.py wrote")
+    m = Namespace(**m) if isinstance(m, dict) else m
+    name = getattr(m, "_name", None) or getattr(m, "arch", None)
+    if ARCH_MODEL_NAME_REGISTRY.get(name, name) != MODEL_NAME:
+        raise PluginError(f"{path} holds a {name!r} model, not attn_only_plugin's: this exports models trained "
+                          f"with --user-dir attn_only_plugin (a fairseq transformer: {other_tool})")
+    cfg = full_config(m)
+    validate(cfg)
+    return cfg
+
+
+def read_dictionaries(data, task_cfg) -> Tuple[object, object]:
+    """(source, target) fairseq Dictionaries from the data directory, with the checkpoint's language
+    pair or, when it did not store one, the pair fairseq infers from the data's file names."""
+    from fairseq.data import Dictionary
+    from fairseq.data.data_utils import infer_language_pair
+
+    from ..input_checks import check_data_dir
+    get = (lambda k: task_cfg.get(k)) if isinstance(task_cfg, dict) else (lambda k: getattr(task_cfg, k, None))
+    src, tgt = get("source_lang"), get("target_lang")
+    check_data_dir(str(data), src, tgt, "the checkpoint records no language pair either: give the whole data-bin "
+                   "(its SPLIT.SRC-TGT.* files name the pair) or a checkpoint that fairseq-train wrote")
+    if src is None or tgt is None:
+        src, tgt = infer_language_pair(str(data))
+    return (Dictionary.load(os.path.join(data, f"dict.{src}.txt")),
+            Dictionary.load(os.path.join(data, f"dict.{tgt}.txt")))
+
+
+def check_dictionaries(weights: dict, src_dict, tgt_dict) -> None:
+    """Refuse dictionaries whose sizes are not the checkpoint's embedding tables'."""
+    for side, d, name in (("encoder", src_dict, "source"), ("decoder", tgt_dict, "target")):
+        table = weights.get(f"{side}.embed.tokens.weight")
+        if table is not None and table.size(0) != len(d):
+            raise PluginError(f"the {name} dictionary does not match the checkpoint: it has {len(d)} entries but the "
+                              f"checkpoint's {side} embeddings {table.size(0)}; give the --data folder (dict.*.txt) "
+                              "the checkpoint was trained with")
+
+
+def read_checkpoint(checkpoint, data, other_tool: str = "ctranslate2's own ct2-fairseq-converter") -> Checkpoint:
+    """A checkpoint file of ours (safe loader) and the dictionaries of its data folder, each
+    problem refused in one line: no file, not ours, non-finite weights, other dictionaries."""
+    from ..safe_load import load_checkpoint, non_finite, non_finite_error
+    checkpoint = Path(checkpoint)
+    if not checkpoint.is_file():
+        raise PluginError(f"no checkpoint {checkpoint}: give a checkpoint file that fairseq-train (or "
+                          "average_checkpoints.py) wrote")
+    state = load_checkpoint(checkpoint)
+    cfg = model_config(state, checkpoint, other_tool)
+    found = non_finite(state["model"])
+    if found is not None:
+        raise non_finite_error(checkpoint, found)
+    task = (state.get("cfg") or {}).get("task") if isinstance(state.get("cfg"), dict) else None
+    src_dict, tgt_dict = read_dictionaries(Path(data), task or state.get("args") or {})
+    check_dictionaries(state["model"], src_dict, tgt_dict)
+    return Checkpoint(cfg, state["model"], src_dict, tgt_dict, state)
+
+
+def pad_heads(w: Tensor, h: int, d: int, D: int, dim: int = 0) -> Tensor:
+    """Per-head blocks of d rows (dim 0: a projection's weight or bias) or columns (dim 1: W^O),
+    each followed by D - d zeros."""
+    if d == D:
+        return w
+    if dim == 0:
+        blocks = w.reshape(h, d, -1)  # (h, d, d_model or 1)
+        blocks = torch.cat([blocks, blocks.new_zeros(h, D - d, blocks.size(2))], dim=1)  # (h, D, .)
+        return blocks.reshape(h * D, *w.shape[1:])  # (h D, d_model) or (h D,)
+    blocks = w.reshape(w.size(0), h, d)  # (d_model, h, d)
+    blocks = torch.cat([blocks, blocks.new_zeros(w.size(0), h, D - d)], dim=2)  # (d_model, h, D)
+    return blocks.reshape(w.size(0), h * D)  # (d_model, h D)
+
+
+def new_out(out, force: bool, inputs=()) -> Path:
+    """`out` as a Path, checked by the shared rule for outputs (atomic.check_output: not an input,
+    not holding or inside one, replaced only with force) and refused in one line when its folder
+    does not exist; with force, what it replaces must be an earlier export (a folder with
+    config.json and model.bin or model.safetensors), so that --force never deletes anything else."""
+    check_output(out, inputs, force)
+    out = Path(out)
+    if force and (out.exists() or out.is_symlink()) and not (
+            out.is_dir() and (out / "config.json").is_file()
+            and any((out / name).is_file() for name in ("model.bin", "model.safetensors"))):
+        raise PluginError(f"--out {out} exists and is not a model folder an export wrote (no config.json with "
+                          "model.bin or model.safetensors): --force replaces only an earlier export; choose another "
+                          "--out")
+    if not out.resolve().parent.is_dir():
+        raise PluginError(f"the folder of {out} does not exist: create it first, or choose another --out")
+    return out
+
+
+def write_folder(out, force: bool, fill: Callable[[Path], None]) -> Path:
+    """Write folder `out` atomically: fill(tmp) writes into a temporary folder beside it, which is
+    renamed to `out` when complete; an existing `out` is refused unless force (then replaced only
+    once the new one is written). If fill raises, nothing is left behind."""
+    out = new_out(out, force)
+    tmp = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        fill(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
+        if out.exists():  # --force: the old folder goes only now that the new one is complete
+            old = tmp.with_name(tmp.name + ".old")
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
