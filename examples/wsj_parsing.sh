@@ -15,15 +15,27 @@ set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
 WSJ="${WSJ:?set WSJ to your treebank folder with wsj_NNNN.mrg files}"
 WORK="${WORK:-$REPO/work/wsj_parsing}"
+if [ "${SMALL:-0}" = 1 ]; then  # the sample's setting, chosen on its valid split (docs/parsing.md, "Ablation")
+  PREPARE_FLAGS="${PREPARE_FLAGS---target-words}"  # the words themselves in the target (not the paper's XX)
+  PREPROCESS_FLAGS="${PREPROCESS_FLAGS---nwordstgt 2000}"  # rarer target words are <unk> slots
+  UPDATES="${UPDATES:-3000}" SAVE_EVERY="${SAVE_EVERY:-250}"
+fi
 mkdir -p "$WORK"
+data_settings="split: ${SPLIT:-standard} | prepare_ptb.py: ${PREPARE_FLAGS:-} | fairseq-preprocess: ${PREPROCESS_FLAGS:-}"
+if [ -f "$WORK/data.settings" ] && [ "$(cat "$WORK/data.settings")" != "$data_settings" ]; then
+  echo "error: $WORK holds data prepared otherwise ($(cat "$WORK/data.settings")), not as now ($data_settings):" \
+       "give another WORK, or remove $WORK to start over" >&2
+  exit 1
+fi
 say "linearizing trees (Vinyals et al. 2015)"
-# shellcheck disable=SC2086  # SPLIT is a word list on purpose
+# shellcheck disable=SC2086  # SPLIT and the FLAGS are word lists on purpose
 "$PY" "$REPO/scripts/prepare_ptb.py" --treebank "$WSJ" --out "$WORK/text" ${SPLIT:+--split $SPLIT} ${PREPARE_FLAGS:-}
 if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
   "$BIN/fairseq-preprocess" --source-lang words --target-lang tree --trainpref "$WORK/text/train" \
       --validpref "$WORK/text/valid" --testpref "$WORK/text/test" --destdir "$WORK/data-bin" \
       --nwordssrc 16000 `# section 6.3: 16K source vocabulary for WSJ only` \
       --workers "$(nproc)" ${PREPROCESS_FLAGS:-} >"$WORK/preprocess.log" 2>&1 || { tail -5 "$WORK/preprocess.log" >&2; exit 1; }
+  echo "$data_settings" >"$WORK/data.settings"
 fi
 SHAPE=()
 if [ "${SMALL:-0}" = 1 ]; then  # a CPU-sized transformer_parse: same depth, smaller widths
