@@ -308,7 +308,7 @@ def test_out_is_refused_when_it_exists_replaced_with_force_and_never_half_writte
     ckpt, out = random_checkpoint(tmp_path, bin_dir), tmp_path / "hf"
     export(ckpt, bin_dir, spm_model, out)
     before = (out / "model.safetensors").read_bytes()
-    with pytest.raises(PluginError, match=f"^{re.escape(str(out))} already exists: pass --force to replace it"):
+    with pytest.raises(PluginError, match=f"^--out {re.escape(str(out))} already exists: pass --force to replace it"):
         export(random_checkpoint(tmp_path, bin_dir, d_ff=48), bin_dir, spm_model, out)
     assert (out / "model.safetensors").read_bytes() == before
 
