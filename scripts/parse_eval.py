@@ -72,6 +72,7 @@ def read_hypotheses(log: Path, hyps: dict, n: int):
 def evaluate(log: Path, data: Path, split: str, out: Path = None) -> str:
     from attn_only_plugin.atomic import atomic_output, input_written_over
     from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
+    from attn_only_plugin.parsing.evalb import summary
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
     clash = input_written_over(out, [log, *paths.values()]) if out is not None else None
     if clash is not None:
@@ -94,9 +95,7 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None) -> str:
         with atomic_output(out, "w", encoding="utf-8") as f:
             f.write("\n".join(trees) + "\n")
     t, b = result.all, baseline.all
-    return (f"EVALB (COLLINS.prm) on {split}, {len(words)} sentences ({t.valid} valid): F1 {t.fmeasure:.2f} "
-            f"(recall {t.recall:.2f}, precision {t.precision:.2f}, complete match "
-            f"{t.per_valid(t.complete):.2f}); {repaired} outputs repaired\n"
+    return (f"{summary(split, len(words), t)}; {repaired} outputs repaired\n"
             f"right-branching baseline: F1 {b.fmeasure:.2f}")
 
 

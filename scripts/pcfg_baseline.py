@@ -105,9 +105,8 @@ def baseline(data: Path, split: str = "test", train: str = "train", markov: int 
             f.write("\n".join(lines) + "\n")
     t = evalb.evaluate_lines(gold, lines).all
     source = "gold POS tags" if gold_tags else "words"
-    return (f"EVALB (COLLINS.prm) on {split}, {len(words)} sentences ({t.valid} valid): F1 {t.fmeasure:.2f} "
-            f"(recall {t.recall:.2f}, precision {t.precision:.2f}, complete match {t.per_valid(t.complete):.2f}); "
-            f"treebank PCFG (v={vertical}, h={markov}, rare {rare}, trained on {train}) from {source}: tagging accuracy "
+    return (f"{evalb.summary(split, len(words), t)}; treebank PCFG (v={vertical}, h={markov}, rare {rare}, "
+            f"trained on {train}) from {source}: tagging accuracy "
             f"{100 * right / sum(map(len, tags)):.2f}%, {fallbacks} right-branching fallbacks")
 
 

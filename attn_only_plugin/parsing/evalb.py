@@ -344,6 +344,12 @@ class Totals:
         return 100.0 * self.correct_tags / self.words if self.words > 0 else 0.0
 
 
+def summary(split: str, n: int, t: "Totals") -> str:
+    """The one-line F1 summary parse_eval.py and pcfg_baseline.py print for SPLIT's n sentences."""
+    return (f"EVALB (COLLINS.prm) on {split}, {n} sentences ({t.valid} valid): F1 {t.fmeasure:.2f} "
+            f"(recall {t.recall:.2f}, precision {t.precision:.2f}, complete match {t.per_valid(t.complete):.2f})")
+
+
 @dataclass
 class EvalbResult:
     sentences: List[SentenceResult]
