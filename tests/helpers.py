@@ -59,3 +59,12 @@ def random_batch(dictionary, B=3, S=7, T=6, seed=0):
     prev = torch.randint(n_special, len(dictionary), (B, T), generator=g)
     prev[:, 0] = dictionary.eos()
     return src, prev
+
+
+def script(name):
+    """scripts/NAME.py as a module (scripts/ is not a package)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import ROOT, build_model, make_dictionary  # noqa: E402
+from helpers import ROOT, build_model, make_dictionary, script  # noqa: E402
 from toy_training import BIN, PLUGIN, run, toy_data, train_args  # noqa: E402
 
 import attn_only_plugin  # noqa: E402
@@ -22,15 +22,6 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 from attn_only_plugin.export.ctranslate2 import build_spec, export, model_info, save_spec  # noqa: E402
 
 TOLERANCE = 1e-4
-
-
-def script(name):
-    """scripts/NAME.py as a module (scripts/ is not a package)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def our_log_probs(model, src_dict, tgt_dict, source, target) -> torch.Tensor:

@@ -14,7 +14,7 @@ import torch
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: nothing is fetched, ever
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import ROOT, build_model, make_dictionary  # noqa: E402
+from helpers import ROOT, build_model, make_dictionary, script  # noqa: E402
 from toy_training import BIN, PLUGIN, run, toy_data, train_args  # noqa: E402
 
 import attn_only_plugin  # noqa: E402
@@ -26,15 +26,6 @@ from attn_only_plugin.export.marian_weights import marian_order  # noqa: E402
 from attn_only_plugin.export.transformers import build_model as build_marian, check_expressible  # noqa: E402
 
 TOLERANCE = 1e-4
-
-
-def script(name):
-    """scripts/NAME.py as a module (scripts/ is not a package)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def load_folder(folder):
