@@ -76,7 +76,7 @@ def build_pair(shape, seed=0):
     from fairseq.models.transformer.transformer_legacy import base_architecture
 
     import attn_only_plugin  # noqa: F401
-    from attn_only_plugin.convert import fairseq_to_ours
+    from attn_only_plugin.export.fairseq import fairseq_to_ours
     from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
     d = Dictionary()
     for i in range(shape["vocab"] - d.nspecial):
@@ -345,7 +345,7 @@ def ctranslate2_decoders(model, d, device, half, folder):
     (fairseq-generate's settings: beam 4, lenpen 0.6, max length input + 50)."""
     import torch
     from attn_only_plugin.export.ctranslate2 import build_spec, model_info, save_spec
-    from attn_only_plugin.hub_ctranslate2 import load_ctranslate2
+    from attn_only_plugin.api.hub_ctranslate2 import load_ctranslate2
     from attn_only_plugin.models.transformer import full_config
     cfg = full_config(model.cfg)
     state = {k: v.float().cpu() for k, v in model.state_dict().items()}

@@ -265,7 +265,7 @@ def check(a) -> None:
         if not list(a.data_bin.glob(f.format("*"))):
             raise CompareError(f"{a.data_bin} has no {f.format('*')}: give a fairseq-preprocess "
                                "--joined-dictionary output with train, valid and test splits")
-    rule = _standalone.load("atomic.py")  # the shared rule for outputs (issue 30)
+    rule = _standalone.load("guards/atomic.py")  # the shared rule for outputs (issue 30)
     try:
         rule.check_output(a.work, [a.data_bin], force=True, flag="--work")  # an existing --work is continued
         if a.out is not None:

@@ -7,7 +7,7 @@ sides express (learned positions, ReLU, equal encoder and decoder sizes, d_k = d
     python scripts/convert_checkpoint.py --to ours    fairseq_checkpoint.pt ours.pt
     python scripts/convert_checkpoint.py --to fairseq ours.pt fairseq_checkpoint.pt
 
-Both compute section 3 of Vaswani et al. (2017); attn_only_plugin/convert.py maps the weights.
+Both compute section 3 of Vaswani et al. (2017); attn_only_plugin/export/fairseq.py maps the weights.
 The model config is rewritten for the other side (the task config is kept), so the result
 loads in fairseq-generate (`--user-dir attn_only_plugin` for ours) and in tools that read
 fairseq transformer checkpoints. The optimizer state is dropped (its layout follows the
@@ -26,10 +26,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import attn_only_plugin  # noqa: E402  (safe loading allow-list, registration)
-from attn_only_plugin.atomic import atomic_output, check_output  # noqa: E402
-from attn_only_plugin.convert import fairseq_to_ours, ours_to_fairseq  # noqa: E402
-from attn_only_plugin.errors import PluginError  # noqa: E402
-from attn_only_plugin.safe_load import load_checkpoint  # noqa: E402
+from attn_only_plugin.guards.atomic import atomic_output, check_output  # noqa: E402
+from attn_only_plugin.export.fairseq import fairseq_to_ours, ours_to_fairseq  # noqa: E402
+from attn_only_plugin.guards.errors import PluginError  # noqa: E402
+from attn_only_plugin.guards.safe_load import load_checkpoint  # noqa: E402
 
 
 def _get(cfg, name, default=None):

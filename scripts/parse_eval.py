@@ -70,7 +70,7 @@ def read_hypotheses(log: Path, hyps: dict, n: int):
 
 
 def evaluate(log: Path, data: Path, split: str, out: Path = None) -> str:
-    from attn_only_plugin.atomic import atomic_output, input_written_over
+    from attn_only_plugin.guards.atomic import atomic_output, input_written_over
     from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
     clash = input_written_over(out, [log, *paths.values()]) if out is not None else None

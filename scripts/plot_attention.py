@@ -80,7 +80,7 @@ def _grid(weights, rows, cols, title):
 
 
 def _save(fig, out: Path, name: str, written: list):
-    from attn_only_plugin.atomic import atomic_output
+    from attn_only_plugin.guards.atomic import atomic_output
     for ext in ("png", "svg"):
         path = out / f"{name}.{ext}"
         with atomic_output(path) as f:
@@ -93,7 +93,7 @@ def render(att: dict, out: Path, layer, word: str, heads):
     layer None is the second to last (the paper shows layer 5 of 6)."""
     import logging
 
-    from attn_only_plugin.atomic import atomic_output
+    from attn_only_plugin.guards.atomic import atomic_output
 
     import matplotlib
     matplotlib.use("Agg")

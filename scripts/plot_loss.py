@@ -64,7 +64,7 @@ def plot(series, out: Path) -> None:
 
 
 def _same_file(a, b) -> bool:
-    """attn_only_plugin.atomic.same_file, without importing the package (and with it fairseq)."""
+    """attn_only_plugin.guards.atomic.same_file, without importing the package (and with it fairseq)."""
     try:
         return os.path.samefile(a, b)
     except (OSError, ValueError):

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _write(path: Path, lines) -> None:
-    from attn_only_plugin.atomic import atomic_output
+    from attn_only_plugin.guards.atomic import atomic_output
     with atomic_output(path, "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in lines)
 

@@ -48,10 +48,10 @@ def encode_file(model, src: Path, dst: Path) -> int:
 
 
 def _hidden_chars():
-    """attn_only_plugin/hidden_chars.py loaded alone (importing the package would import fairseq)."""
+    """attn_only_plugin/guards/hidden_chars.py loaded alone (importing the package would import fairseq)."""
     import importlib.util
     spec = importlib.util.spec_from_file_location(
-        "hidden_chars", Path(__file__).resolve().parents[1] / "attn_only_plugin" / "hidden_chars.py")
+        "hidden_chars", Path(__file__).resolve().parents[1] / "attn_only_plugin" / "guards" / "hidden_chars.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -114,7 +114,7 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     if a.vocab_size < 100:
         fail(f"--vocab-size {a.vocab_size} is too small: use at least a few thousand")
-    _standalone.load("atomic.py").check_output(a.out, [a.data], a.force)
+    _standalone.load("guards/atomic.py").check_output(a.out, [a.data], a.force)
     try:
         prepare(a.data, a.src, a.tgt, a.vocab_size, a.out, a.model_type)
     except RuntimeError as e:  # sentencepiece reports e.g. a vocabulary larger than the corpus allows

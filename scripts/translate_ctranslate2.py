@@ -7,7 +7,7 @@ bar on stderr, writing one detokenized translation per line (or fairseq-generate
     python scripts/translate_ctranslate2.py work/quickstart/ct2-int8 --spm-model spm.model --input test.en --fairseq-format
 
 Decoding is fairseq-generate's (beam 4, lenpen 0.6, max length input + 50 by default; see
-attn_only_plugin/hub_ctranslate2.py), so a float32 export gives its hypotheses. Input lines are
+attn_only_plugin/api/hub_ctranslate2.py), so a float32 export gives its hypotheses. Input lines are
 checked as fairseq-interactive's are (UTF-8, not empty, no invisible characters) and against the
 model's source positions; the output file is written atomically. --fairseq-format writes
 S-i (source pieces), H-i (score in base 2, pieces) and D-i (score, detokenized) lines in input
@@ -23,10 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
 import attn_only_plugin  # noqa: E402,F401  (one-line errors)
-from attn_only_plugin.atomic import atomic_output, same_file  # noqa: E402
-from attn_only_plugin.errors import PluginError  # noqa: E402
-from attn_only_plugin.hub_ctranslate2 import load_ctranslate2, log2  # noqa: E402
-from attn_only_plugin.input_checks import read_input_lines  # noqa: E402
+from attn_only_plugin.guards.atomic import atomic_output, same_file  # noqa: E402
+from attn_only_plugin.guards.errors import PluginError  # noqa: E402
+from attn_only_plugin.api.hub_ctranslate2 import load_ctranslate2, log2  # noqa: E402
+from attn_only_plugin.guards.input_checks import read_input_lines  # noqa: E402
 
 
 def read_lines(path: str) -> list:

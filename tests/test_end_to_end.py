@@ -223,7 +223,7 @@ def test_attention_variants_through_the_clis(data, tmp_path, flags):
 def test_python_api_translates(data, tmp_path):
     train(data / "bin", tmp_path, "--arch", "transformer_base", *TINY, "--warmup-updates", 10, max_update=5)
     import attn_only_plugin
-    from attn_only_plugin.errors import PluginError
+    from attn_only_plugin.guards.errors import PluginError
     mt = attn_only_plugin.load(tmp_path, data=data / "bin")
     out = mt.translate(["1 2 3", "4 5"], beam=4)
     assert isinstance(out, list) and len(out) == 2 and all(isinstance(s, str) for s in out)

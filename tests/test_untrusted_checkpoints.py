@@ -83,7 +83,7 @@ def test_scripts_refuse(setup, script, tmp_path):
 
 def test_python_api_refuses(setup):
     import attn_only_plugin
-    from attn_only_plugin.errors import PluginError
+    from attn_only_plugin.guards.errors import PluginError
     with pytest.raises(PluginError, match="untrusted") as err:
         attn_only_plugin.load(setup / "evil", data=setup / "bin")
     assert "checkpoint_last.pt" in str(err.value)

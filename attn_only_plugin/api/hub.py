@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 from typing import List, Optional, Union
 
-from .errors import PluginError
-from .hidden_chars import find_hidden
+from ..guards.errors import PluginError
+from ..guards.hidden_chars import find_hidden
 
 
 def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_last.pt",
@@ -24,7 +24,7 @@ def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_la
          device: str = "cpu", **overrides):
     """Load checkpoint_dir/checkpoint_file with the dictionaries in `data` (default: the
     checkpoint dir) and the sentencepiece model `spm_model` (None: input is already segmented)."""
-    from .models.transformer import AttnOnlyTransformer
+    from ..models.transformer import AttnOnlyTransformer
     checkpoint_dir = Path(checkpoint_dir)
     if not (checkpoint_dir / checkpoint_file).is_file():
         raise PluginError(f"no checkpoint {checkpoint_dir / checkpoint_file}: give the folder and file name "
@@ -37,7 +37,7 @@ def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_la
     if str(device).startswith("cuda"):
         import torch
         if not torch.cuda.is_available():
-            from .explain import NO_GPU
+            from ..guards.explain import NO_GPU
             raise PluginError(f"device={device!r}: {NO_GPU}")
     kwargs = dict(overrides)
     if spm_model is not None:
@@ -46,7 +46,7 @@ def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_la
         str(checkpoint_dir), checkpoint_file=checkpoint_file,
         data_name_or_path=str(data or checkpoint_dir), user_dir=str(Path(__file__).parent), **kwargs)
     if spm_model is not None:
-        from .input_checks import check_spm_matches_dictionary
+        from ..guards.input_checks import check_spm_matches_dictionary
         check_spm_matches_dictionary(hub.bpe.sp, hub.src_dict, spm_model,
                                      f"the source dictionary in {data or checkpoint_dir}")
     hub.eval()

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import List, Optional, Tuple, Union
 
-from .errors import PluginError
+from ..guards.errors import PluginError
 from .hub import _batch, _check_sentence, _not_bytes, too_long
 
 FAIRSEQ_SPECIALS = 4  # <s> <pad> </s> <unk> open every fairseq dictionary
@@ -29,7 +29,7 @@ def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str,
     """Load an exported model folder with the sentencepiece model `spm_model` (None: input is
     already segmented). compute_type: CTranslate2's ("default" = as exported; "int8", "float16",
     ...); inter_threads batches translated in parallel, intra_threads threads each (0: all cores)."""
-    from .export import INFO_FILE, require_ctranslate2
+    from ..export import INFO_FILE, require_ctranslate2
     ctranslate2 = require_ctranslate2()
     model_dir = Path(model_dir)
     if not (model_dir / "model.bin").is_file():
@@ -41,10 +41,10 @@ def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str,
     info = json.loads((model_dir / INFO_FILE).read_text())
     sp = _sentencepiece(spm_model) if spm_model is not None else None
     if str(device).startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
-        from .explain import NO_GPU
+        from ..guards.explain import NO_GPU
         raise PluginError(f"device={device!r}: {NO_GPU.replace('attn_only_plugin.load', 'load_ctranslate2')}")
     if sp is not None:
-        from .input_checks import check_spm_matches_dictionary
+        from ..guards.input_checks import check_spm_matches_dictionary
         vocab = SimpleNamespace(symbols=_source_vocabulary(model_dir), nspecial=FAIRSEQ_SPECIALS)
         check_spm_matches_dictionary(sp, vocab, spm_model, f"the source vocabulary of {model_dir}")
     try:
@@ -60,7 +60,7 @@ def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str,
 
 def _sentencepiece(path):
     import sentencepiece
-    from .input_checks import reading_sentencepiece
+    from ..guards.input_checks import reading_sentencepiece
     with reading_sentencepiece(path):
         return sentencepiece.SentencePieceProcessor(model_file=str(path))
 

@@ -1,9 +1,10 @@
-"""Export of trained models to other inference engines: CTranslate2 (ctranslate2.py, docs/export.md).
+"""The converters (docs/export.md): to the CTranslate2 inference engine (ctranslate2.py), and weights
+between fairseq's built-in `transformer` and ours (fairseq.py, scripts/convert_checkpoint.py).
 
 require_ctranslate2() is the one place that says, in one line, what to do when the engine is not
 installed; callers use it before importing export.ctranslate2, which imports the engine itself.
 """
-from ..errors import PluginError
+from ..guards.errors import PluginError
 
 CTRANSLATE2_VERSION = "4.8.5"  # the version scripts/install.sh pins; the export writes its format
 # CTranslate2's weight types for --quantization (None: as trained, float32); here, where the

@@ -41,8 +41,8 @@ from ctranslate2.converters import Converter
 from ctranslate2.specs import transformer_spec
 from torch import Tensor
 
-from ..atomic import _umask, check_output
-from ..errors import PluginError
+from ..guards.atomic import _umask, check_output
+from ..guards.errors import PluginError
 from ..models.transformer import TransformerConfig, full_config, validate
 from ..modules.embedding import sinusoid_table
 from . import INFO_FILE, QUANTIZATIONS
@@ -76,7 +76,7 @@ def read_dictionaries(data, task_cfg) -> Tuple[object, object]:
     from fairseq.data import Dictionary
     from fairseq.data.data_utils import infer_language_pair
 
-    from ..input_checks import check_data_dir
+    from ..guards.input_checks import check_data_dir
     get = (lambda k: task_cfg.get(k)) if isinstance(task_cfg, dict) else (lambda k: getattr(task_cfg, k, None))
     src, tgt = get("source_lang"), get("target_lang")
     check_data_dir(str(data), src, tgt)
@@ -231,7 +231,7 @@ class AttnOnlyConverter(Converter):
         self.checkpoint, self.data = Path(checkpoint), Path(data)
 
     def _load(self):
-        from ..safe_load import load_checkpoint, non_finite, non_finite_error
+        from ..guards.safe_load import load_checkpoint, non_finite, non_finite_error
         if not self.checkpoint.is_file():
             raise PluginError(f"no checkpoint {self.checkpoint}: give a checkpoint file that fairseq-train (or "
                               "average_checkpoints.py) wrote")

@@ -198,5 +198,5 @@ def install() -> None:
         torch.serialization.add_safe_globals(allowed_globals())
     from fairseq import checkpoint_utils
 
-    from .fairseq_fixes import wrap_once
+    from .wrap import wrap_once
     wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _refusing_loader)

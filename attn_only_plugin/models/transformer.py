@@ -14,7 +14,7 @@ from omegaconf import OmegaConf, open_dict
 from fairseq.models import FairseqEncoderDecoderModel, register_model
 from torch import nn
 
-from ..errors import PluginError
+from ..guards.errors import PluginError
 from .encoder_decoder import Decoder, Encoder
 from .fairseq_names import FairseqNames, map_values
 

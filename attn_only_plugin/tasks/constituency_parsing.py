@@ -42,7 +42,7 @@ from fairseq.search import BeamSearch
 from fairseq.tasks import register_task
 from omegaconf import II
 
-from ..errors import PluginError
+from ..guards.errors import PluginError
 from ..parsing.linearize import PLACEHOLDER
 from .translation_paper import PaperTranslationConfig, PaperTranslationTask
 

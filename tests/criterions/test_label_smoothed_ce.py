@@ -7,7 +7,7 @@ import torch
 
 from attn_only_plugin.criterions.label_smoothed_ce import (LabelSmoothedCrossEntropy, label_smoothed_nll_loss,
                                                            target_lprobs)
-from attn_only_plugin.errors import PluginError
+from attn_only_plugin.guards.errors import PluginError
 from helpers import build_model, random_batch
 
 

@@ -15,7 +15,7 @@ from helpers import ROOT, build_model, make_dictionary  # noqa: E402
 from toy_training import BIN, PLUGIN, run, toy_data, train_args  # noqa: E402
 
 import attn_only_plugin  # noqa: E402
-from attn_only_plugin.errors import PluginError  # noqa: E402
+from attn_only_plugin.guards.errors import PluginError  # noqa: E402
 from attn_only_plugin.models.transformer import full_config  # noqa: E402
 
 ctranslate2 = pytest.importorskip("ctranslate2")

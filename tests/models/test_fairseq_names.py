@@ -6,7 +6,7 @@ import pytest
 
 from helpers import make_dictionary
 
-from attn_only_plugin.errors import PluginError
+from attn_only_plugin.guards.errors import PluginError
 
 # a tiny fairseq translation-example command in the built-in's names
 FAIRSEQ_FLAGS = ["--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",

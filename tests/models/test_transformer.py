@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from attn_only_plugin.errors import PluginError
+from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
 from helpers import build_model, make_dictionary, random_batch
 
