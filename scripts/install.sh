@@ -57,8 +57,11 @@ fi
 # What fairseq imports at start-up and during training (scikit-learn: an audio task imports it),
 # and CTranslate2, the inference engine our models export to (docs/export.md; pinned: the export
 # writes its model format).
+# import-linter checks which layer of the package may import which (pyproject.toml's contracts,
+# tests/test_layers.py); pinned: its contract types and output are what the test reads.
 RUNTIME=(numpy cython cffi regex tqdm bitarray sacrebleu "hydra-core==1.3.2" "omegaconf==2.3.0"
-         packaging scikit-learn sentencepiece pytest matplotlib setuptools wheel "ctranslate2==4.8.5")
+         packaging scikit-learn sentencepiece pytest matplotlib setuptools wheel "ctranslate2==4.8.5"
+         "import-linter==2.16")
 # One interpreter start checks them all (exact version where pinned).
 dist_missing() {
   "$PY" - "$@" <<'PY'
