@@ -31,6 +31,7 @@ from .api.hub import load  # noqa: E402,F401  (Python API)
 from .api.hub_ctranslate2 import load_ctranslate2  # noqa: E402,F401  (Python API on a CTranslate2 export)
 from .guards.errors import PluginError  # noqa: E402,F401  (what every bad input raises)
 
+# isort: split
 # Compatibility aliases, nothing else: the import paths these modules had before they moved into
 # guards/, api/ and export/ (issue 31), e.g. `from attn_only_plugin.errors import PluginError`, keep
 # working as the same module objects. New code imports the new paths.

@@ -153,6 +153,7 @@ def peak_tflops(device, amp, given=None):
     if device != "cuda":
         return None
     import torch
+
     from training_flops import TFLOPS
     name = torch.cuda.get_device_name()
     table = TFLOPS["bf16" if amp else "fp32"]
@@ -184,6 +185,7 @@ def build_optimizer(name, params):
     beta_2 0.98 and epsilon 1e-9: fairseq's `adam` (on a CPU, or a GPU without apex, its Python
     loop over the parameters) or our `paper_adam` (torch's fused Adam)."""
     from fairseq.optim.adam import FairseqAdam, FairseqAdamConfig
+
     from attn_only_plugin.optim.paper_adam import PaperAdam, PaperAdamConfig
     if name == "adam":
         return FairseqAdam(FairseqAdamConfig(adam_betas="(0.9, 0.98)", adam_eps=1e-9, lr=[1e-4], tpu=False), params)
@@ -199,6 +201,7 @@ def _trainer(model, device, amp, pad, optimizer):
     """One training step of `model` on a batch: forward, the paper's smoothed loss, backward, the
     optimizer's step (fairseq's `adam` or our `paper_adam`); returns the seconds of that last part."""
     import torch
+
     from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
     opt = build_optimizer(optimizer, model.parameters())
     sync = _synchronizer(device)
@@ -344,8 +347,9 @@ def ctranslate2_decoders(model, d, device, half, folder):
     half: float16 and int8_float16), decoding as load_ctranslate2's translate() does
     (fairseq-generate's settings: beam 4, lenpen 0.6, max length input + 50)."""
     import torch
-    from attn_only_plugin.export.ctranslate2 import build_spec, model_info, save_spec
+
     from attn_only_plugin.api.hub_ctranslate2 import load_ctranslate2
+    from attn_only_plugin.export.ctranslate2 import build_spec, model_info, save_spec
     from attn_only_plugin.models.transformer import full_config
     cfg = full_config(model.cfg)
     state = {k: v.float().cpu() for k, v in model.state_dict().items()}

@@ -51,7 +51,7 @@ def plot(series, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     for kind, label in (("train_inner", "training"), ("valid", "validation")):
         if series[kind]:
-            x, y = zip(*series[kind])
+            x, y = zip(*series[kind], strict=True)
             ax.plot(x, y, marker="o" if kind == "valid" else None, label=f"{label} loss")
     ax.set_xlabel("update")
     ax.set_ylabel("label-smoothed loss (bits/token)")

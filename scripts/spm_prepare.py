@@ -41,8 +41,9 @@ def encode_file(model, src: Path, dst: Path) -> int:
     fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=dst.name + ".")
     with os.fdopen(fd, "w", encoding="utf-8") as out, open(src, encoding="utf-8") as inp:
         n = 0
-        for n, line in enumerate(inp, 1):
+        for line in inp:
             out.write(" ".join(model.encode(line.strip(), out_type=str)) + "\n")
+            n += 1
     os.replace(tmp, dst)
     return n
 
@@ -80,7 +81,7 @@ def first_bad_text(path: Path):
 def prepare(data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_type: str = "bpe") -> Path:
     """Train the joint model on data/train.{src,tgt} and encode every split into out/."""
     import sentencepiece as spm
-    files = {(s, l): data / f"{s}.{l}" for s in SPLITS for l in (src, tgt)}
+    files = {(s, lang): data / f"{s}.{lang}" for s in SPLITS for lang in (src, tgt)}
     missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
         fail(f"missing corpus file {missing[0]}: --data must hold train/valid/test.{src} and .{tgt}")

@@ -23,11 +23,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from test_end_to_end import PLUGIN, ROOT, TINY, reversal_data, run, train
-
 import attn_only_plugin
 from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.guards.save_dir import LOCK_NAME
+from test_end_to_end import PLUGIN, ROOT, TINY, reversal_data, run, train
 
 ARCH = ["--arch", "transformer_base", *TINY, "--learned-pos", "--warmup-updates", 10]
 
@@ -237,6 +236,7 @@ def test_interactive_reader_text_stdin(monkeypatch):
     fairseq_cli.interactive give it; it has no .buffer) gives str lines: read as text, with the
     same one-line errors (a byte a surrogateescape decoder kept is reported as that byte)."""
     import io
+
     from attn_only_plugin.guards.input_checks import read_input_lines
     monkeypatch.setattr(sys, "stdin", io.StringIO("a b\n  c  \n"))
     assert list(read_input_lines("-", 10)) == [["a b", "c"]]

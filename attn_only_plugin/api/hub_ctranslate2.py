@@ -60,6 +60,7 @@ def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str,
 
 def _sentencepiece(path):
     import sentencepiece
+
     from ..guards.input_checks import reading_sentencepiece
     with reading_sentencepiece(path):
         return sentencepiece.SentencePieceProcessor(model_file=str(path))
@@ -111,7 +112,7 @@ class CTranslate2Translator:
             results = self.translator.translate_batch(
                 [tokens[i] for i in chunk], beam_size=beam, length_penalty=lenpen, min_decoding_length=1,
                 max_decoding_length=max(1, cap), max_input_length=0, return_scores=True)
-            for i, r in zip(chunk, results):
+            for i, r in zip(chunk, results, strict=True):
                 out[i] = (self.decode(r.hypotheses[0]), r.hypotheses[0], r.scores[0])
         return out
 

@@ -92,7 +92,7 @@ def explain(exc):
     if found is not None:
         return _config_error(found)
     for pattern, say in _MESSAGES:
-        found = find_in_chain(exc, lambda e: re.search(pattern, str(e)) is not None)
+        found = find_in_chain(exc, lambda e, pattern=pattern: re.search(pattern, str(e)) is not None)
         if found is not None:
             return say(re.search(pattern, str(found)))
     found = find_in_chain(exc, lambda e: isinstance(e, OSError) and _os_error(e) is not None)

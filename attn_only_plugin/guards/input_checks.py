@@ -198,6 +198,7 @@ def _checked_train_step(original):
 def install() -> None:
     """Wrap the fairseq entry points listed in the module docstring. Idempotent."""
     import sys
+
     from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE
     from fairseq.tasks.fairseq_task import FairseqTask
     from fairseq.tasks.translation import TranslationTask

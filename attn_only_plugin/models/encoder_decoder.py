@@ -18,8 +18,18 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
-from ..modules.cache import (MAX_SHARED_BEAM, additive, history_mask, keeps_every_row, moved_rows, new_history,
-                             per_hypothesis, reorder_cache, reorder_history, window_history_mask)
+from ..modules.cache import (
+    MAX_SHARED_BEAM,
+    additive,
+    history_mask,
+    keeps_every_row,
+    moved_rows,
+    new_history,
+    per_hypothesis,
+    reorder_cache,
+    reorder_history,
+    window_history_mask,
+)
 from ..modules.packing import Packing, padded
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]

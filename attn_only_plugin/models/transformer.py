@@ -10,8 +10,8 @@ from typing import Optional
 
 import torch
 from fairseq.dataclass import ChoiceEnum
-from omegaconf import OmegaConf, open_dict
 from fairseq.models import FairseqEncoderDecoderModel, register_model
+from omegaconf import OmegaConf, open_dict
 from torch import nn
 
 from ..guards.errors import PluginError

@@ -51,4 +51,4 @@ def test_shared_cache_gives_the_same_hypotheses(name, variant, monkeypatch):
     monkeypatch.setattr(model.decoder, "_history_mask", _per_hypothesis)
     assert generate() == shared
     if prefix is not None:
-        assert all(h[0][0][:2] == p for h, p in zip(shared, prefix.tolist()))
+        assert all(h[0][0][:2] == p for h, p in zip(shared, prefix.tolist(), strict=True))

@@ -13,10 +13,9 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import ROOT, build_model  # noqa: E402
-
 import attn_only_plugin  # noqa: E402
 from attn_only_plugin.guards.errors import PluginError  # noqa: E402
+from helpers import ROOT, build_model  # noqa: E402
 
 pytest.importorskip("ctranslate2")
 DIGITS = [str(i) for i in range(10)]

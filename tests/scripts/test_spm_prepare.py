@@ -20,8 +20,8 @@ def test_output_may_not_be_or_lie_inside_the_corpus_and_is_replaced_only_with_fo
     raw = corpus(tmp_path)
     before = digests(raw)
     (tmp_path / "link").symlink_to(raw)
-    for out, problem in [(raw, "is the input"), (tmp_path / "link", "is the input"), (raw / "spm", "lies inside the input"),
-                         (tmp_path, "holds the input")]:
+    for out, problem in [(raw, "is the input"), (tmp_path / "link", "is the input"),
+                         (raw / "spm", "lies inside the input"), (tmp_path, "holds the input")]:
         proc = cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out, "--force")
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
         assert proc.stderr.startswith(f"error: --out {out} {problem} {raw}: writing it would destroy"), proc.stderr
