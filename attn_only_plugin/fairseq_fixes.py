@@ -67,6 +67,8 @@ import time
 
 import numpy as np
 
+from .guards.wrap import wrap_once
+
 
 def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None, max_sentences=None,
                   required_batch_size_multiple=1, fixed_shapes=None):
@@ -89,18 +91,6 @@ def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None, 
 
 
 _original = None
-
-
-def wrap_once(owner, name: str, make_wrapper, stored: bool = False) -> None:
-    """owner.name = make_wrapper(original), unless that was done already (the plugin can be imported
-    more than once in a process). The wrapper, or the function inside the staticmethod/classmethod
-    it returns, is marked so that the next call sees it. stored=True hands make_wrapper the
-    attribute as stored in owner.__dict__ (a classmethod object) instead of as looked up."""
-    if getattr(getattr(owner, name), "_attn_only_wrapped", False):
-        return
-    wrapper = make_wrapper(vars(owner)[name] if stored else getattr(owner, name))
-    getattr(wrapper, "__func__", wrapper)._attn_only_wrapped = True
-    setattr(owner, name, wrapper)
 
 
 def stop_prefetch_threads(timeout: float = 30.0) -> int:
@@ -159,7 +149,7 @@ def write_atomic(path, write) -> None:
     PATH is either the old file or the complete new one at every moment (also after a crash of the
     machine: the data are on disk before the rename); the temporary file is removed if write raises.
     PATH.tmp is a fixed name, so a file left by a kill is overwritten by the next write, not piled up."""
-    from .atomic import atomic_output
+    from .guards.atomic import atomic_output
     path = os.fspath(path)
     with atomic_output(path, "wb", tmp_path=path + ".tmp") as f:
         write(f)
@@ -293,7 +283,7 @@ def install() -> None:
     train_cli = sys.modules.get("fairseq_cli.train")  # loaded only when fairseq-train is what runs
     if train_cli is not None:
         wrap_once(train_cli, "train", _stop_at_max_update)
-    from . import results_file, save_dir  # (7, 8), each in a module of its own
+    from .guards import results_file, save_dir  # (7, 8), each in a module of its own
     wrap_once(checkpoint_utils, "verify_checkpoint_directory", save_dir.locked_verify)
     wrap_once(checkpoint_utils, "load_checkpoint", save_dir.checked_load_checkpoint)
     generate_cli = sys.modules.get("fairseq_cli.generate")  # loaded only when fairseq-generate runs

@@ -7,10 +7,11 @@ compare_quality) do not need. They load the package's fairseq-free files from th
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import _standalone
-    _standalone.one_line_errors()      # errors.py's hook: an unforeseen error is one `error:` line
+    _standalone.one_line_errors()      # guards/errors.py's hook: an unforeseen error is one `error:` line
 
 The files are loaded as submodules of a stand-in package (`_attn_only_standalone`) whose __init__
-is not run, so their relative imports (errors.py imports explain.py) work without fairseq.
+is not run, so their relative imports (guards/errors.py imports guards/explain.py) work without
+fairseq; guards/__init__.py, which does run, imports nothing.
 """
 import importlib
 import importlib.machinery
@@ -44,7 +45,7 @@ def load(relative: str):
 
 
 def one_line_errors() -> None:
-    """errors.py's excepthook (with explain.py): an error that ends the script is one `error:` line
-    naming the cause and what to do, or marked unexpected with how to see the traceback
+    """guards/errors.py's excepthook (with guards/explain.py): an error that ends the script is one
+    `error:` line naming the cause and what to do, or marked unexpected with how to see the traceback
     (ATTN_ONLY_TRACEBACK=1), as in the scripts that import the package."""
-    load("errors.py").install_excepthook()
+    load("guards/errors.py").install_excepthook()

@@ -38,9 +38,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
 import attn_only_plugin  # noqa: E402,F401  (lets torch's safe loader read fairseq checkpoints)
-from attn_only_plugin.atomic import atomic_output, check_output  # noqa: E402
-from attn_only_plugin.errors import PluginError  # noqa: E402
-from attn_only_plugin import safe_load  # noqa: E402
+from attn_only_plugin.guards import safe_load  # noqa: E402
+from attn_only_plugin.guards.atomic import atomic_output, check_output  # noqa: E402
+from attn_only_plugin.guards.errors import PluginError  # noqa: E402
 
 
 def log(message: str) -> None:

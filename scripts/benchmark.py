@@ -89,7 +89,7 @@ def training_part(shape, device, amp, updates, warmup, repeats, batch_size, batc
         train["ours"]["peak_mib_checkpointed"] = in_process(ctx, train_memory, "ours", shape, device, amp,
                                                             max(2, warmup + 1), batch_size, batching, optimizer, True)
     train["ratio_per_repeat"] = [o / f for o, f in zip(train["ours"]["tokens_per_s_per_repeat"],
-                                                       train["fairseq"]["tokens_per_s_per_repeat"])]
+                                                       train["fairseq"]["tokens_per_s_per_repeat"], strict=False)]
     return train
 
 
@@ -111,7 +111,8 @@ def main(argv=None) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--amp", action="store_true",
-                   help="mixed precision: on CUDA fp16 autocast training and fp16 generation; on a CPU bf16 autocast training")
+                   help="mixed precision: on CUDA fp16 autocast training and fp16 generation; "
+                        "on a CPU bf16 autocast training")
     p.add_argument("--updates", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)

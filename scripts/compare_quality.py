@@ -22,7 +22,8 @@ Each run uses one CPU thread (--threads), so --jobs runs go side by side without
 another. A finished run's result is kept in WORK/RUN/result.json and reused: an interrupted
 comparison continues where it stopped. A run is reused (or resumed) only when everything that
 made it matches: its fairseq-train and fairseq-generate commands and the data-bin's files (names
-and sizes), recorded in WORK/RUN/settings.json; a run made otherwise is refused in one line. A script, not a test: it trains real models.
+and sizes), recorded in WORK/RUN/settings.json; a run made otherwise is refused in one line. A
+script, not a test: it trains real models.
 """
 import argparse
 import json
@@ -150,8 +151,9 @@ class Run:
         if changed:
             what = {"train": "fairseq-train flags", "generate": "fairseq-generate flags",
                     "data_bin": "data-bin files"}
-            raise CompareError(f"{self.dir} holds a run made with other settings ({', '.join(what[k] for k in changed)} "
-                               f"differ): give another --work, or remove {self.dir} to redo it")
+            differ = ", ".join(what[k] for k in changed)
+            raise CompareError(f"{self.dir} holds a run made with other settings ({differ} differ): give another "
+                               f"--work, or remove {self.dir} to redo it")
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -177,8 +179,8 @@ class Run:
         log = (self.dir / "train.log").read_text(errors="replace")
         if self.proc.returncode != 0:
             last = ([line for line in log.splitlines() if line.strip()][-1:] or ["(no output)"])[0]
-            raise CompareError(f"{self.name}: fairseq-train exited {self.proc.returncode}: {last.removeprefix('error: ')} "
-                               f"(log: {self.dir / 'train.log'})")
+            raise CompareError(f"{self.name}: fairseq-train exited {self.proc.returncode}: "
+                               f"{last.removeprefix('error: ')} (log: {self.dir / 'train.log'})")
         ppl = last_valid_ppl(log, self.a.updates)
         gen = subprocess.run(generate_command(self.a, self.dir / "checkpoints" / "checkpoint_last.pt"),
                              capture_output=True, text=True, env=self.env())
@@ -245,7 +247,7 @@ def table(rows: dict) -> str:
     head = "| recipe/model | " + " | ".join(f"seed {s}" for s in seeds) + " | mean (sd) |"
     lines = [head, "|" + "---|" * (len(seeds) + 2)]
     for name, row in rows.items():
-        cells = [f"{p:.2f} / {b:.2f}" for p, b in zip(row["valid_ppl"], row["bleu"])]
+        cells = [f"{p:.2f} / {b:.2f}" for p, b in zip(row["valid_ppl"], row["bleu"], strict=True)]
         mean = (f"{row['valid_ppl_mean']:.2f} ({row['valid_ppl_sd']:.2f}) / "
                 f"{row['bleu_mean']:.2f} ({row['bleu_sd']:.2f})")
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {mean} |")
@@ -265,7 +267,7 @@ def check(a) -> None:
         if not list(a.data_bin.glob(f.format("*"))):
             raise CompareError(f"{a.data_bin} has no {f.format('*')}: give a fairseq-preprocess "
                                "--joined-dictionary output with train, valid and test splits")
-    rule = _standalone.load("atomic.py")  # the shared rule for outputs (issue 30)
+    rule = _standalone.load("guards/atomic.py")  # the shared rule for outputs (issue 30)
     try:
         rule.check_output(a.work, [a.data_bin], force=True, flag="--work")  # an existing --work is continued
         if a.out is not None:

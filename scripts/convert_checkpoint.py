@@ -7,7 +7,7 @@ sides express (learned positions, ReLU, equal encoder and decoder sizes, d_k = d
     python scripts/convert_checkpoint.py --to ours    fairseq_checkpoint.pt ours.pt
     python scripts/convert_checkpoint.py --to fairseq ours.pt fairseq_checkpoint.pt
 
-Both compute section 3 of Vaswani et al. (2017); attn_only_plugin/convert.py maps the weights.
+Both compute section 3 of Vaswani et al. (2017); attn_only_plugin/export/fairseq.py maps the weights.
 The model config is rewritten for the other side (the task config is kept), so the result
 loads in fairseq-generate (`--user-dir attn_only_plugin` for ours) and in tools that read
 fairseq transformer checkpoints. The optimizer state is dropped (its layout follows the
@@ -25,11 +25,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import attn_only_plugin  # noqa: E402  (safe loading allow-list, registration)
-from attn_only_plugin.atomic import atomic_output, check_output  # noqa: E402
-from attn_only_plugin.convert import fairseq_to_ours, ours_to_fairseq  # noqa: E402
-from attn_only_plugin.errors import PluginError  # noqa: E402
-from attn_only_plugin.safe_load import load_checkpoint  # noqa: E402
+import attn_only_plugin  # noqa: E402,F401  (safe loading allow-list, registration)
+from attn_only_plugin.export.fairseq import fairseq_to_ours, ours_to_fairseq  # noqa: E402
+from attn_only_plugin.guards.atomic import atomic_output, check_output  # noqa: E402
+from attn_only_plugin.guards.errors import PluginError  # noqa: E402
+from attn_only_plugin.guards.safe_load import load_checkpoint  # noqa: E402
 
 
 def _get(cfg, name, default=None):
@@ -80,8 +80,9 @@ def ours_model_cfg_to_fairseq(m) -> Namespace:
                           "converts our checkpoints (--to ours converts a fairseq transformer one)")
     for flag in ("attention_window", "relative_positions"):  # docs/attention_variants.md
         if _get(m, flag) is not None:
-            raise PluginError(f"this model uses --{flag.replace('_', '-')} {_get(m, flag)}, which fairseq's transformer "
-                              "cannot express (full self-attention, absolute positions only): it does not convert")
+            raise PluginError(f"this model uses --{flag.replace('_', '-')} {_get(m, flag)}, which fairseq's "
+                              "transformer cannot express (full self-attention, absolute positions only): it does not "
+                              "convert")
     if _get(m, "no_absolute_positions"):  # its checkpoint has no position table to carry over
         raise PluginError("this model uses --no-absolute-positions, and the converter carries learned position tables "
                           "only (fairseq's --no-token-positional-embeddings is refused both ways): it does not convert")
@@ -138,23 +139,23 @@ def main(argv=None) -> None:
     try:
         check_output(a.output, [a.input], a.force, "OUTPUT")
     except PluginError as e:
-        raise SystemExit(f"error: {e}")
+        raise SystemExit(f"error: {e}") from None
     if not a.output.resolve().parent.is_dir():
         raise SystemExit(f"error: the folder of {a.output} does not exist: create it first, or choose another "
                          "output path")
     try:
         state = load_checkpoint(a.input)
     except FileNotFoundError:
-        raise SystemExit(f"error: {a.input} not found: give the checkpoint file to convert")
+        raise SystemExit(f"error: {a.input} not found: give the checkpoint file to convert") from None
     except PluginError as e:
-        raise SystemExit(f"error: {e}")
+        raise SystemExit(f"error: {e}") from None
     try:
         new = convert(state, a.to)
     except PluginError as e:
-        raise SystemExit(f"error: {e}")
+        raise SystemExit(f"error: {e}") from None
     except KeyError as e:  # a tensor the model config implies is not in the weights
-        raise SystemExit(f"error: {a.input} has no parameter {e.args[0]}, which its own model config implies: "
-                         "the checkpoint is partial or was edited; convert the checkpoint fairseq-train wrote")
+        raise SystemExit(f"error: {a.input} has no parameter {e.args[0]}, which its own model config implies: the "
+                         "checkpoint is partial or was edited; convert the checkpoint fairseq-train wrote") from None
     with atomic_output(a.output) as f:
         torch.save(new, f)
     print(f"[convert] wrote {a.output} ({'attn_only_transformer' if a.to == 'ours' else 'fairseq transformer'})",

@@ -3,7 +3,8 @@
 --embedding-sharing, any N, free d_k/d_v, each architecture; averaged ones too) to a CTranslate2 model
 folder that computes the same function (attn_only_plugin/export/ctranslate2.py, docs/export.md).
 
-    python scripts/export_ctranslate2.py work/quickstart/checkpoints/checkpoint_avg.pt --data work/quickstart/data-bin --out work/quickstart/ct2
+    python scripts/export_ctranslate2.py work/quickstart/checkpoints/checkpoint_avg.pt \\
+        --data work/quickstart/data-bin --out work/quickstart/ct2
     python scripts/export_ctranslate2.py CHECKPOINT --data DATA_BIN --out DIR --quantization int8 --force
 
 DATA_BIN is the fairseq-preprocess folder the model was trained on (its dict.*.txt become the

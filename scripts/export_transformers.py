@@ -3,8 +3,10 @@
 any N, averaged ones too) to a Hugging Face transformers MarianMTModel folder that computes the
 same function, with its tokenizer, decoding settings and model card (docs/export.md).
 
-    python scripts/export_transformers.py work/quickstart/checkpoints/checkpoint_avg.pt --data work/quickstart/data-bin --spm-model work/quickstart/spm/spm.model --out work/quickstart/hf
-    python scripts/export_transformers.py CHECKPOINT --data DATA_BIN --spm-model SPM --out DIR --force --bleu "$(cat bleu.txt)"
+    python scripts/export_transformers.py work/quickstart/checkpoints/checkpoint_avg.pt \
+        --data work/quickstart/data-bin --spm-model work/quickstart/spm/spm.model --out work/quickstart/hf
+    python scripts/export_transformers.py CHECKPOINT --data DATA_BIN --spm-model SPM --out DIR --force \
+        --bleu "$(cat bleu.txt)"
 
 DATA_BIN is the fairseq-preprocess folder the model was trained on (its dict.*.txt become
 vocab.json, ids kept); SPM the sentencepiece model that prepared it. The folder is written under a

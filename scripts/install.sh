@@ -58,9 +58,12 @@ fi
 # CTranslate2, the inference engine our models export to, and Hugging Face transformers, whose
 # MarianMTModel the other export writes (docs/export.md; both pinned: each export writes that
 # version's model format; transformers needs no torch of its own and keeps ours).
+# import-linter checks which layer of the package may import which (pyproject.toml's contracts,
+# tests/test_layers.py); ruff lints the tree with pyproject.toml's settings (tests/test_lint.py);
+# both pinned: their rules and output are what the tests read.
 RUNTIME=(numpy cython cffi regex tqdm bitarray sacrebleu "hydra-core==1.3.2" "omegaconf==2.3.0"
          packaging scikit-learn sentencepiece pytest matplotlib setuptools wheel "ctranslate2==4.8.5"
-         "transformers==5.23.0")
+         "transformers==5.23.0" "import-linter==2.16" "ruff==0.17.5")
 # One interpreter start checks them all (exact version where pinned).
 dist_missing() {
   "$PY" - "$@" <<'PY'

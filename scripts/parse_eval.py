@@ -55,7 +55,8 @@ def check_sources(log: Path, sources: dict, words, words_path: Path) -> None:
                          f"it is the output of another split or task; {fix}")
     for i, expected in enumerate(words):
         got = sources.get(i)
-        if got is None or len(got) != len(expected) or any(g not in (w, UNK) for g, w in zip(got, expected)):
+        aligned = got is not None and len(got) == len(expected)
+        if not aligned or any(g not in (w, UNK) for g, w in zip(got, expected, strict=True)):
             shown = "missing" if got is None else _shown(got)
             raise SystemExit(f"error: {log} is not the output for {words_path}: its sentence {i} is {shown} but line "
                              f"{i + 1} there is {_shown(expected)} (another split or task?); {fix}")
@@ -70,7 +71,7 @@ def read_hypotheses(log: Path, hyps: dict, n: int):
 
 
 def evaluate(log: Path, data: Path, split: str, out: Path = None) -> str:
-    from attn_only_plugin.atomic import atomic_output, input_written_over
+    from attn_only_plugin.guards.atomic import atomic_output, input_written_over
     from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
     from attn_only_plugin.parsing.evalb import summary
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
@@ -84,8 +85,8 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None) -> str:
             raise SystemExit(f"error: {paths[ext]} not found: run scripts/prepare_ptb.py first")
         return paths[ext].read_text(encoding="utf-8").splitlines()
 
-    words = [l.split() for l in lines("words")]
-    tags = [l.split() for l in lines("tags")]
+    words = [line.split() for line in lines("words")]
+    tags = [line.split() for line in lines("tags")]
     gold = lines("gold")
     sources, hyps = read_log(log)
     check_sources(log, sources, words, paths["words"])

@@ -9,7 +9,8 @@ PCFG (Klein & Manning 2003) read off the train split's gold trees parses SPLIT, 
 TRAIN.gold (--train, default train): parent annotation (--vertical 2), right-factored binarization
 with horizontal Markovization (--markov 2), a rare-word lexicon (--rare 3), exact Viterbi CKY
 (attn_only_plugin/parsing/pcfg.py). SPLIT is parsed from its words (unseen words tagged through
-their shape and suffix), or with --gold-tags from the gold POS tags. Either way the gold tags are put back before scoring, as
+their shape and suffix), or with --gold-tags from the gold POS tags. Either way the gold tags are
+put back before scoring, as
 parse_eval.py does (EVALB finds punctuation by its tag); the tagging accuracy printed is the
 parser's own. A sentence the grammar derives no tree for gets the right-branching tree, counted.
 --out is written atomically, and refused when it is one of the inputs.
@@ -32,11 +33,11 @@ def read_split(data: Path, split: str):
             raise SystemExit(f"error: {path} not found: run scripts/prepare_ptb.py first (--data is its --out "
                              "folder)")
         text[ext] = path.read_text(encoding="utf-8").splitlines()
-    words, tags = [l.split() for l in text["words"]], [l.split() for l in text["tags"]]
+    words, tags = [line.split() for line in text["words"]], [line.split() for line in text["tags"]]
     if not len(words) == len(tags) == len(text["gold"]):
         raise SystemExit(f"error: {paths['words']}, .tags and .gold have {len(words)}, {len(tags)} and "
                          f"{len(text['gold'])} lines: they are not one prepare_ptb.py output; rerun it")
-    for i, (ws, ts) in enumerate(zip(words, tags), 1):
+    for i, (ws, ts) in enumerate(zip(words, tags, strict=False), 1):
         if len(ws) != len(ts) or not ws:
             raise SystemExit(f"error: line {i} of {paths['words']} has {len(ws)} words but {paths['tags']} has "
                              f"{len(ts)} tags: they are not one prepare_ptb.py output; rerun it")
@@ -52,20 +53,20 @@ def train_parser(gold: Path, v: int, h: int, rare: int):
         trees = [ptb.parse_tree(line, f"{gold}: line {i}")
                  for i, line in enumerate(gold.read_text(encoding="utf-8").splitlines(), 1)]
     except ValueError as e:
-        raise SystemExit(f"error: {e}")
+        raise SystemExit(f"error: {e}") from None
     if not trees:
         raise SystemExit(f"error: {gold} has no trees: give --train a split with trees")
     try:
         return pcfg.PCFGParser.train(trees, v, h, rare)
     except ValueError as e:  # a label the grammar's symbols cannot hold
-        raise SystemExit(f"error: {gold}: {e}")
+        raise SystemExit(f"error: {gold}: {e}") from None
 
 
 def parse_all(parser, words, tags, gold_tags: bool, log):
     """(predicted trees with the parser's tags, number of right-branching fallbacks)."""
     trees, fallbacks, start = [], 0, time.time()
     every = max(1, len(words) // 10)
-    for i, (ws, ts) in enumerate(zip(words, tags), 1):
+    for i, (ws, ts) in enumerate(zip(words, tags, strict=False), 1):
         tree, fallback = parser.parse(ws, ts if gold_tags else None)
         trees.append(tree)
         fallbacks += fallback
@@ -98,8 +99,8 @@ def baseline(data: Path, split: str = "test", train: str = "train", markov: int 
           f"{len(g.binary.parent)} binary and {len(g.unary.parent)} unary rules, {len(g.tags)} tags "
           f"({time.time() - start:.0f} s)", file=log, flush=True)
     trees, fallbacks = parse_all(parser, words, tags, gold_tags, log)
-    right = sum(p == t for tree, ts in zip(trees, tags) for p, t in zip(tree.tags(), ts))
-    lines = [str(linearize.replace_tags(tree, ts)) for tree, ts in zip(trees, tags)]
+    right = sum(p == t for tree, ts in zip(trees, tags, strict=False) for p, t in zip(tree.tags(), ts, strict=False))
+    lines = [str(linearize.replace_tags(tree, ts)) for tree, ts in zip(trees, tags, strict=False)]
     if out is not None:
         with atomic.atomic_output(out, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")

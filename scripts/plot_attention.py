@@ -48,7 +48,7 @@ def _lines(ax, weights, tokens, rows, heads, colors, title):
     for y, tok in enumerate(tokens):
         ax.text(0, n - y, tok, ha="right", va="center", fontsize=9)
         ax.text(1, n - y, tok, ha="left", va="center", fontsize=9)
-    for h, color in zip(heads, colors):
+    for h, color in zip(heads, colors, strict=True):
         for i in rows:
             for j in range(n):
                 alpha = float(weights[h, i, j])
@@ -80,7 +80,7 @@ def _grid(weights, rows, cols, title):
 
 
 def _save(fig, out: Path, name: str, written: list):
-    from attn_only_plugin.atomic import atomic_output
+    from attn_only_plugin.guards.atomic import atomic_output
     for ext in ("png", "svg"):
         path = out / f"{name}.{ext}"
         with atomic_output(path) as f:
@@ -93,9 +93,9 @@ def render(att: dict, out: Path, layer, word: str, heads):
     layer None is the second to last (the paper shows layer 5 of 6)."""
     import logging
 
-    from attn_only_plugin.atomic import atomic_output
-
     import matplotlib
+
+    from attn_only_plugin.guards.atomic import atomic_output
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's logging config is verbose
@@ -156,7 +156,7 @@ def main(argv=None) -> None:
     try:
         heads = [int(h) for h in a.heads.split(",") if h.strip()]
     except ValueError:
-        raise SystemExit(f"error: --heads {a.heads!r} must be comma-separated head numbers, e.g. 0,1")
+        raise SystemExit(f"error: --heads {a.heads!r} must be comma-separated head numbers, e.g. 0,1") from None
     mt = attn_only_plugin.load(a.checkpoint_dir, a.checkpoint_file, data=a.data, spm_model=a.spm_model)
     att = mt.attention(a.source, a.target)
     for path in render(att, a.out, a.layer, a.word, heads):

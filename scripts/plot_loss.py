@@ -51,7 +51,7 @@ def plot(series, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     for kind, label in (("train_inner", "training"), ("valid", "validation")):
         if series[kind]:
-            x, y = zip(*series[kind])
+            x, y = zip(*series[kind], strict=True)
             ax.plot(x, y, marker="o" if kind == "valid" else None, label=f"{label} loss")
     ax.set_xlabel("update")
     ax.set_ylabel("label-smoothed loss (bits/token)")
@@ -64,7 +64,7 @@ def plot(series, out: Path) -> None:
 
 
 def _same_file(a, b) -> bool:
-    """attn_only_plugin.atomic.same_file, without importing the package (and with it fairseq)."""
+    """attn_only_plugin.guards.atomic.same_file, without importing the package (and with it fairseq)."""
     try:
         return os.path.samefile(a, b)
     except (OSError, ValueError):

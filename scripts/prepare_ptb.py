@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _write(path: Path, lines) -> None:
-    from attn_only_plugin.atomic import atomic_output
+    from attn_only_plugin.guards.atomic import atomic_output
     with atomic_output(path, "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in lines)
 
@@ -36,7 +36,7 @@ def prepare(treebank: Path, out: Path, ranges, target_words: bool = False) -> di
         try:
             data[split] = list(linearized_split(files, target_words))
         except ValueError as e:  # unbalanced brackets etc.: one line naming the file
-            raise SystemExit(f"error: {e}")
+            raise SystemExit(f"error: {e}") from None
     out.mkdir(parents=True, exist_ok=True)
     for split, rows in data.items():
         _write(out / f"{split}.words", (" ".join(w) for w, _, _, _ in rows))
@@ -63,7 +63,7 @@ def main(argv=None) -> None:
     try:
         ranges = parse_ranges(a.split) if a.split else STANDARD
     except ValueError as e:
-        raise SystemExit(f"error: {e}")
+        raise SystemExit(f"error: {e}") from None
     counts = prepare(a.treebank, a.out, ranges, a.target_words)
     print("[ptb] sentences: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" -> {a.out}", file=sys.stderr)
 

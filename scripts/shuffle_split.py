@@ -42,7 +42,7 @@ def read_pairs(data: Path, src: str, tgt: str) -> list:
         if len(sides[0]) != len(sides[1]):
             raise SplitError(f"{data / split}.{src} has {len(sides[0])} lines but .{tgt} has {len(sides[1])}: "
                              "the two sides must be aligned line by line")
-        pairs += zip(*sides)
+        pairs += zip(*sides, strict=True)
     return pairs
 
 

@@ -41,17 +41,18 @@ def encode_file(model, src: Path, dst: Path) -> int:
     fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=dst.name + ".")
     with os.fdopen(fd, "w", encoding="utf-8") as out, open(src, encoding="utf-8-sig") as inp:  # no BOM
         n = 0
-        for n, line in enumerate(inp, 1):
+        for line in inp:
             out.write(" ".join(model.encode(line.strip(), out_type=str)) + "\n")
+            n += 1
     os.replace(tmp, dst)
     return n
 
 
 def _hidden_chars():
-    """attn_only_plugin/hidden_chars.py loaded alone (importing the package would import fairseq)."""
+    """attn_only_plugin/guards/hidden_chars.py loaded alone (importing the package would import fairseq)."""
     import importlib.util
     spec = importlib.util.spec_from_file_location(
-        "hidden_chars", Path(__file__).resolve().parents[1] / "attn_only_plugin" / "hidden_chars.py")
+        "hidden_chars", Path(__file__).resolve().parents[1] / "attn_only_plugin" / "guards" / "hidden_chars.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -80,7 +81,7 @@ def first_bad_text(path: Path):
 def prepare(data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_type: str = "bpe") -> Path:
     """Train the joint model on data/train.{src,tgt} and encode every split into out/."""
     import sentencepiece as spm
-    files = {(s, l): data / f"{s}.{l}" for s in SPLITS for l in (src, tgt)}
+    files = {(s, lang): data / f"{s}.{lang}" for s in SPLITS for lang in (src, tgt)}
     missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
         fail(f"missing corpus file {missing[0]}: --data must hold train/valid/test.{src} and .{tgt}")
@@ -121,7 +122,7 @@ def main(argv=None) -> None:
         fail(f"--src and --tgt are both {a.src!r}: give the two languages of the corpus, e.g. --src en --tgt de")
     if a.vocab_size < 100:
         fail(f"--vocab-size {a.vocab_size} is too small: use at least a few thousand")
-    _standalone.load("atomic.py").check_output(a.out, [a.data], a.force)
+    _standalone.load("guards/atomic.py").check_output(a.out, [a.data], a.force)
     try:
         prepare(a.data, a.src, a.tgt, a.vocab_size, a.out, a.model_type)
     except RuntimeError as e:  # sentencepiece reports e.g. a vocabulary larger than the corpus allows

@@ -111,7 +111,7 @@ def plot(rows, out: Path, device: str = "cpu") -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    atomic_output = _standalone.load("atomic.py").atomic_output
+    atomic_output = _standalone.load("guards/atomic.py").atomic_output
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     labels = list(dict.fromkeys(r["label"] for r in rows))
     time_label = "CPU time" if device == "cpu" else f"{device} time"
@@ -166,7 +166,7 @@ def main(argv=None) -> None:
     rows = run(sorted(a.lengths), a.windows, a.repeats, a.threads, a.device)
     plot(rows, a.out, a.device)
     if a.json:
-        with _standalone.load("atomic.py").atomic_output(a.json, "w") as f:
+        with _standalone.load("guards/atomic.py").atomic_output(a.json, "w") as f:
             json.dump(dict(shape=SHAPE, device=a.device, threads=a.threads, repeats=a.repeats, rows=rows), f, indent=2)
     print(f"wrote {a.out}")
 

@@ -2,12 +2,15 @@
 """Translate a file or stdin with a model exported by export_ctranslate2.py, in batches, with a progress
 bar on stderr, writing one detokenized translation per line (or fairseq-generate's S-/H-/D- lines).
 
-    python scripts/translate_ctranslate2.py work/quickstart/ct2 --spm-model work/quickstart/spm/spm.model --input test.en --output test.hyp
-    echo "Click OK." | python scripts/translate_ctranslate2.py work/quickstart/ct2 --spm-model work/quickstart/spm/spm.model
-    python scripts/translate_ctranslate2.py work/quickstart/ct2-int8 --spm-model spm.model --input test.en --fairseq-format
+    python scripts/translate_ctranslate2.py work/quickstart/ct2 --spm-model work/quickstart/spm/spm.model \\
+        --input test.en --output test.hyp
+    echo "Click OK." | python scripts/translate_ctranslate2.py work/quickstart/ct2 \\
+        --spm-model work/quickstart/spm/spm.model
+    python scripts/translate_ctranslate2.py work/quickstart/ct2-int8 --spm-model spm.model --input test.en \\
+        --fairseq-format
 
 Decoding is fairseq-generate's (beam 4, lenpen 0.6, max length input + 50 by default; see
-attn_only_plugin/hub_ctranslate2.py), so a float32 export gives its hypotheses. Input lines are
+attn_only_plugin/api/hub_ctranslate2.py), so a float32 export gives its hypotheses. Input lines are
 checked as fairseq-interactive's are (UTF-8, not empty, no invisible characters) and against the
 model's source positions; the output file is written atomically. --fairseq-format writes
 S-i (source pieces), H-i (score in base 2, pieces) and D-i (score, detokenized) lines in input
@@ -23,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
 import attn_only_plugin  # noqa: E402,F401  (one-line errors)
-from attn_only_plugin.atomic import atomic_output, same_file  # noqa: E402
-from attn_only_plugin.errors import PluginError  # noqa: E402
-from attn_only_plugin.hub_ctranslate2 import load_ctranslate2, log2  # noqa: E402
-from attn_only_plugin.input_checks import read_input_lines  # noqa: E402
+from attn_only_plugin.api.hub_ctranslate2 import load_ctranslate2, log2  # noqa: E402
+from attn_only_plugin.guards.atomic import atomic_output, same_file  # noqa: E402
+from attn_only_plugin.guards.errors import PluginError  # noqa: E402
+from attn_only_plugin.guards.input_checks import read_input_lines  # noqa: E402
 
 
 def read_lines(path: str) -> list:
@@ -50,7 +53,7 @@ def translate_lines(mt, lines: list, batch_size: int, progress: bool = True, **d
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
             for i, result in zip(chunk, mt.translate_tokens([tokens[i] for i in chunk], batch_size=batch_size,
-                                                            **decoding)):
+                                                            **decoding), strict=True):
                 out[i] = result
             bar.update(len(chunk))
     return out
@@ -63,7 +66,7 @@ def _at_line(e: PluginError) -> PluginError:
 
 
 def write(out, lines: list, results: list, fairseq_format: bool, mt) -> None:
-    for i, (line, (text, tokens, score)) in enumerate(zip(lines, results)):
+    for i, (line, (text, tokens, score)) in enumerate(zip(lines, results, strict=True)):
         if fairseq_format:
             out.write(f"S-{i}\t{' '.join(mt.encode(line))}\nH-{i}\t{log2(score):.6f}\t{' '.join(tokens)}\n"
                       f"D-{i}\t{log2(score):.6f}\t{text}\n")

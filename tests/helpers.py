@@ -35,6 +35,7 @@ def build_builtin(dictionary, d_model=32, d_ff=64, heads=4, layers=2, normalize_
     """fairseq's built-in transformer of these sizes, learned positions (convertible to ours),
     shared embeddings, no dropout; freshly initialised from seed, in train mode."""
     import argparse
+
     from fairseq.models.transformer import TransformerModel
     from fairseq.models.transformer.transformer_legacy import base_architecture
     args = argparse.Namespace(

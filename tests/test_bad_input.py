@@ -23,11 +23,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from test_end_to_end import PLUGIN, ROOT, TINY, reversal_data, run, train
-
 import attn_only_plugin
-from attn_only_plugin.errors import PluginError
-from attn_only_plugin.save_dir import LOCK_NAME
+from attn_only_plugin.guards.errors import PluginError
+from attn_only_plugin.guards.save_dir import LOCK_NAME
+from test_end_to_end import PLUGIN, ROOT, TINY, reversal_data, run, train
 
 ARCH = ["--arch", "transformer_base", *TINY, "--learned-pos", "--warmup-updates", 10]
 
@@ -109,7 +108,7 @@ def test_missing_or_empty_data_directory(setup, checkpoint, tmp_path):
 
 
 def test_data_directory_checks_in_process(setup, tmp_path):
-    from attn_only_plugin.input_checks import check_data_dir
+    from attn_only_plugin.guards.input_checks import check_data_dir
     dicts_only = tmp_path / "deploy"
     dicts_only.mkdir()
     for name in ("dict.src.txt", "dict.tgt.txt"):
@@ -129,7 +128,7 @@ def test_data_directory_checks_in_process(setup, tmp_path):
 def test_missing_checkpoint_and_split_name_the_fix(setup, checkpoint, tmp_path):
     one_line_error(generate(setup, tmp_path / "nope.pt"), f"Model file not found: {tmp_path / 'nope.pt'}",
                    "give --path a checkpoint that exists")
-    from attn_only_plugin.errors import _find_plugin_error  # fairseq's message for a missing split
+    from attn_only_plugin.guards.errors import _find_plugin_error  # fairseq's message for a missing split
     err, fix = _find_plugin_error(FileNotFoundError(f"Dataset not found: test7 ({setup / 'bin'})"))
     assert err is not None and "--gen-subset" in fix
 
@@ -152,7 +151,7 @@ def test_dictionaries_do_not_match_checkpoint(setup, checkpoint, tmp_path):
 
 def _fairseq_layout(checkpoint, out):
     """Our checkpoint with fairseq `transformer` weights (and our config): another architecture."""
-    from attn_only_plugin.convert import ours_to_fairseq
+    from attn_only_plugin.export.fairseq import ours_to_fairseq
     state = torch.load(checkpoint, weights_only=True)
     state["model"] = ours_to_fairseq(state["model"], 1, 8, 8, 4)
     torch.save(state, out)
@@ -218,7 +217,8 @@ def test_python_api_arguments_are_checked(setup):
     mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin", max_source_positions=1024)  # a known override
     for kwargs, message in [(dict(beam=0), "beam=0: give a whole number >= 1"), (dict(beam=-2), "beam=-2"),
                             (dict(beam=2.5), "beam=2.5: give a whole number"), (dict(beam="4"), "beam='4'"),
-                            (dict(beam=True), "beam=True"), (dict(max_len_b=-5), "max_len_b=-5: give a whole number >= 0"),
+                            (dict(beam=True), "beam=True"),
+                            (dict(max_len_b=-5), "max_len_b=-5: give a whole number >= 0"),
                             (dict(lenpen=float("nan")), "lenpen=nan: give a number >= 0.0"),
                             (dict(max_len_a=-1), "max_len_a=-1"),
                             (dict(nbestt=2), "translate\\(\\) got unknown keyword argument nbestt")]:
@@ -243,7 +243,7 @@ def test_interactive_not_utf8(setup, checkpoint, tmp_path):
 
 
 def test_interactive_reader_in_process(tmp_path):
-    from attn_only_plugin.input_checks import read_input_lines
+    from attn_only_plugin.guards.input_checks import read_input_lines
     (tmp_path / "ok.txt").write_text("a b\n  c  \n")
     assert list(read_input_lines(str(tmp_path / "ok.txt"), 1)) == [["a b"], ["c"]]
     (tmp_path / "empty.txt").write_text("a\n\n")
@@ -266,7 +266,8 @@ def test_interactive_reader_text_stdin(monkeypatch):
     fairseq_cli.interactive give it; it has no .buffer) gives str lines: read as text, with the
     same one-line errors (a byte a surrogateescape decoder kept is reported as that byte)."""
     import io
-    from attn_only_plugin.input_checks import read_input_lines
+
+    from attn_only_plugin.guards.input_checks import read_input_lines
     monkeypatch.setattr(sys, "stdin", io.StringIO("a b\n  c  \n"))
     assert list(read_input_lines("-", 10)) == [["a b", "c"]]
     for text, message in [("1\n3 \udce9 4\n", "input line 2 is not UTF-8 text \\(byte 0xe9 at byte 2\\)"),
@@ -470,7 +471,7 @@ def test_checkpoint_storing_d_k_0_is_refused_and_loads_with_the_override(setup, 
 def test_fp16_minimum_loss_scale_names_the_update():
     """fp16 overflow is skipped by fairseq's loss scaler; only when the scale falls below
     --min-loss-scale does it raise FloatingPointError (GPU only: checked here on a stand-in trainer)."""
-    from attn_only_plugin.input_checks import _checked_train_step
+    from attn_only_plugin.guards.input_checks import _checked_train_step
 
     def exploding(self, samples):
         raise FloatingPointError("Minimum loss scale reached (0.0001). Your loss is probably exploding. Try "
@@ -487,7 +488,7 @@ def test_nan_gradients_with_weights_gone_non_finite_name_the_weight():
     """When the weights themselves are no longer finite at the failing update (a step that overflowed
     them, then saved), the message names the weight and says to resume from before, not from the
     same weights; with finite weights it is the plain 'run again' (test_nan_loss_stops_naming_the_update)."""
-    from attn_only_plugin.input_checks import _checked_train_step
+    from attn_only_plugin.guards.input_checks import _checked_train_step
 
     def nan_gradients(self, samples):
         raise FloatingPointError("gradients are Nan/Inf")
@@ -537,8 +538,8 @@ def test_check_output_rule(tmp_path):
     """atomic.check_output, the one rule every writing command uses (issue 30): an output may not be,
     hold or lie inside an input, however the path is written, --force or not; an existing output
     is replaced only with force; inputs that do not exist are left to their own checks."""
-    from attn_only_plugin.atomic import check_output
-    from attn_only_plugin.errors import PluginError
+    from attn_only_plugin.guards.atomic import check_output
+    from attn_only_plugin.guards.errors import PluginError
     data = tmp_path / "data"
     data.mkdir()
     (data / "a.txt").write_text("input")
@@ -561,7 +562,7 @@ def test_check_output_rule(tmp_path):
 def test_atomic_output_names_the_users_path(tmp_path):
     """Issue 30, item 8: a path that is a folder failed at the end with the hidden temporary file's name
     ('.avg_outdir.XXXX.tmp: Is a directory'); now one line naming the user's path, before writing."""
-    from attn_only_plugin.atomic import atomic_output
+    from attn_only_plugin.guards.atomic import atomic_output
     (tmp_path / "avg_outdir").mkdir()
     with pytest.raises(PluginError, match=f"^{re.escape(str(tmp_path / 'avg_outdir'))} is a folder: give a file path"):
         with atomic_output(tmp_path / "avg_outdir") as f:

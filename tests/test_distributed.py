@@ -66,7 +66,7 @@ def start_ranks(cmds, logs):
     that fails would leave the others waiting for it in gloo, so they are ended too."""
     procs = []
     try:
-        for cmd, log in zip(cmds, logs):
+        for cmd, log in zip(cmds, logs, strict=True):
             with open(log, "w") as out:
                 procs.append(subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT,
                                               cwd=ROOT, env=ENV))
@@ -77,7 +77,7 @@ def start_ranks(cmds, logs):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    for proc, log in zip(procs, logs):
+    for proc, log in zip(procs, logs, strict=True):
         assert proc.returncode == 0, f"{log.name} failed ({proc.returncode}):\n{log.read_text()[-3000:]}"
     return [log.read_text() for log in logs]
 

@@ -29,8 +29,8 @@ def run(tool, *args, ok=True, stdin=None, cwd=None):
 
 def by_sentence(stdout: str, prefix: str, column: int) -> dict:
     """fairseq-generate's lines starting with prefix ("H-", "T-"): sentence id -> that tab-separated column."""
-    return {int(l.split("\t")[0][len(prefix):]): l.split("\t")[column] for l in stdout.splitlines()
-            if l.startswith(prefix)}
+    return {int(line.split("\t")[0][len(prefix):]): line.split("\t")[column] for line in stdout.splitlines()
+            if line.startswith(prefix)}
 
 
 def write_reversal(folder: Path, n_train: int, seed: int = 0):
@@ -108,19 +108,20 @@ def test_learns_interactive_and_resume(data, tmp_path):
     print(f"--fp16: {same:.0%} of hypotheses as in float32")
     assert same >= 0.95
     import torch
+
     import attn_only_plugin  # noqa: F401  (safe loading of the checkpoint)
     state = torch.load(save / "checkpoint_last.pt", weights_only=True)  # paper_adam's defaults, no flags given
     group = state["last_optimizer_state"]["param_groups"][0]
     assert (group["betas"], group["eps"], group["weight_decay"], group["fused"]) == ((0.9, 0.98), 1e-9, 0.0, True)
     aligned = generate("--print-alignment")
-    align = [l.split("\t")[1].split() for l in aligned.stdout.splitlines() if l.startswith("A-")]
+    align = [line.split("\t")[1].split() for line in aligned.stdout.splitlines() if line.startswith("A-")]
     assert len(align) == 100
     anti = sum(a == [f"{len(a) - 1 - i}-{i}" for i in range(len(a))] for a in align)  # reversal
     assert anti >= 50, f"only {anti} of 100 alignments are the anti-diagonal"
     inter = run("fairseq-interactive", data / "bin", "--user-dir", PLUGIN, "--path", save / "checkpoint_last.pt",
                 "--source-lang", "src", "--target-lang", "tgt", "--beam", 4, "--lenpen", 0.6, "--cpu",
                 stdin="1 2 3 4\n7 7 0 5 9\n")
-    outs = [l.split("\t")[2] for l in inter.stdout.splitlines() if l.startswith("H-")]
+    outs = [line.split("\t")[2] for line in inter.stdout.splitlines() if line.startswith("H-")]
     assert outs == ["4 3 2 1", "9 5 0 7 7"]
 
 
@@ -178,6 +179,7 @@ def test_hydra_yaml_config(data, tmp_path, variant):
         "model.d_model=32", "model.d_ff=64", "model.heads=4", "optimization.max_update=3",
         f"checkpoint.save_dir={tmp_path}", "common.cpu=true", f"hydra.run.dir={tmp_path / 'hydra'}", *variant)
     import torch
+
     import attn_only_plugin  # noqa: F401  (safe loading of the checkpoint)
     state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
     assert state["cfg"]["model"]["_name"] == "attn_only_transformer" and state["cfg"]["model"]["d_model"] == 32
@@ -223,7 +225,7 @@ def test_attention_variants_through_the_clis(data, tmp_path, flags):
 def test_python_api_translates(data, tmp_path):
     train(data / "bin", tmp_path, "--arch", "transformer_base", *TINY, "--warmup-updates", 10, max_update=5)
     import attn_only_plugin
-    from attn_only_plugin.errors import PluginError
+    from attn_only_plugin.guards.errors import PluginError
     mt = attn_only_plugin.load(tmp_path, data=data / "bin")
     out = mt.translate(["1 2 3", "4 5"], beam=4)
     assert isinstance(out, list) and len(out) == 2 and all(isinstance(s, str) for s in out)

@@ -8,6 +8,7 @@ fairseq_cli in-process, on both and compares what fairseq's transformer does wit
 import re
 import subprocess
 import sys
+from itertools import pairwise
 
 import pytest
 
@@ -236,6 +237,7 @@ def test_overrides_reach_a_checkpoint_saved_before_the_field(models, tmp_path):
     existed) is pruned by --model-overrides too (fairseq_fixes.py, repair 9)."""
     import torch
     from fairseq import checkpoint_utils
+
     from toy_training import load
     state = load(models["ours"])
     for key in ("encoder_layers_to_keep", "decoder_layers_to_keep"):
@@ -263,7 +265,7 @@ def test_no_repeat_ngram_size(generated, which):
     def repeats(output):
         texts = [h[2].split() for h in hypotheses(output)]
         assert len(texts) == 40
-        return sum(len(t) - 1 - len(set(zip(t, t[1:]))) for t in texts)
+        return sum(len(t) - 1 - len(set(pairwise(t))) for t in texts)
 
     assert repeats(generated[f"nbest4.{which}"]) > 0
     assert repeats(generated[f"no_repeat.{which}"]) == 0
@@ -328,6 +330,7 @@ def test_training_features_and_validate(models, tmp_path, which):
 def test_from_pretrained_translate(models, which):
     """fairseq's hub interface: Model.from_pretrained(...).translate()."""
     from fairseq.models.transformer import TransformerModel
+
     from attn_only_plugin.models.transformer import AttnOnlyTransformer
     cls = TransformerModel if which == "builtin" else AttnOnlyTransformer
     hub = cls.from_pretrained(str(models[which].parent), checkpoint_file=models[which].name,

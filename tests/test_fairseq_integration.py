@@ -51,6 +51,7 @@ def test_prefetch_thread_is_stopped_before_exit():
 
     import torch.utils.data
     from fairseq.data import iterators
+
     from attn_only_plugin.fairseq_fixes import stop_prefetch_threads
 
     dataset = [torch.full((3,), i) for i in range(200)]

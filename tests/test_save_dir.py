@@ -52,7 +52,8 @@ def trained(data, tmp_path_factory):
     save = tmp_path_factory.mktemp("trained") / "ckpt"
     proc = train(data, save, 4)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert {"checkpoint_1_2.pt", "checkpoint_1_4.pt", "checkpoint_best.pt", "checkpoint_last.pt"} <= set(os.listdir(save))
+    written = set(os.listdir(save))
+    assert {"checkpoint_1_2.pt", "checkpoint_1_4.pt", "checkpoint_best.pt", "checkpoint_last.pt"} <= written
     return save
 
 
@@ -75,8 +76,8 @@ def test_save_dir_without_checkpoint_last_is_refused(data, trained, tmp_path):
     before = checkpoints(save)
     for extra in [(), ("--reset-optimizer", "--reset-dataloader", "--reset-lr-scheduler", "--reset-meters")]:
         one_line_error(train(data, save, 8, *extra), f"{save} holds checkpoints (", "but no checkpoint_last.pt",
-                       "overwrite them", "to resume, pass --restore-file", f"or copy it to {save / 'checkpoint_last.pt'}",
-                       "to start over, give a new --save-dir")
+                       "overwrite them", "to resume, pass --restore-file",
+                       f"or copy it to {save / 'checkpoint_last.pt'}", "to start over, give a new --save-dir")
         assert checkpoints(save) == before
     (save / "checkpoint_last.pt").mkdir()  # fairseq: 'No existing checkpoint found', and trains from update 1
     one_line_error(train(data, save, 8), f"{save / 'checkpoint_last.pt'} is not a file: move it away")

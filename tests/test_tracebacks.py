@@ -10,18 +10,15 @@ import errno
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from test_bad_input import ARCH, generate, interactive, one_line_error, snapshot, train
-from test_bad_input import checkpoint, one_thread, setup  # noqa: F401  (fixtures)
+from attn_only_plugin.guards.errors import PluginError
+from test_bad_input import ARCH, checkpoint, generate, interactive, one_line_error, one_thread, setup, snapshot, train  # noqa: F401  (fixtures)
 from test_end_to_end import PLUGIN, ROOT, run
-
-from attn_only_plugin.errors import PluginError
 
 REBUILD = "rebuild the data-bin with fairseq-preprocess"
 NO_GPU = "this machine has no usable CUDA GPU: drop --fp16/--bf16/--amp and pass --cpu"
@@ -181,11 +178,12 @@ def test_failure_of_a_spawned_process_is_read_from_its_traceback():
     failure in the parent as a ProcessRaisedException whose message is the child's traceback. (No
     GPU here to spawn on: the exception is made as torch makes it.)"""
     from torch.multiprocessing.spawn import ProcessRaisedException
-    from attn_only_plugin.errors import one_line
+
+    from attn_only_plugin.guards.errors import one_line
     child = ("\n\n-- Process 1 terminated with the following error:\nTraceback (most recent call last):\n"
              "  File \"fairseq_cli/train.py\", line 1, in main\n{}\n")
-    assert one_line(ProcessRaisedException(child.format("attn_only_plugin.errors.PluginError: --beam must be >= 1, "
-                                                        "got 0"), 1, 99)) == "--beam must be >= 1, got 0"
+    plugin_error = "attn_only_plugin.guards.errors.PluginError: --beam must be >= 1, got 0"
+    assert one_line(ProcessRaisedException(child.format(plugin_error), 1, 99)) == "--beam must be >= 1, got 0"
     assert one_line(ProcessRaisedException(child.format("ZeroDivisionError: float division by zero"), 1, 99)) == \
         "process 1 of the distributed run failed with ZeroDivisionError: float division by zero; unexpected: rerun " \
         "with ATTN_ONLY_TRACEBACK=1 for the traceback and report it"
@@ -201,7 +199,7 @@ def test_cuda_device_without_gpu_in_python_api(setup):
 def test_full_or_read_only_disk_named():
     """A full or read-only file system cannot be made here without root tricks: the reading of the
     OSError that fairseq raises for it (explain.py) is checked on the exception itself."""
-    from attn_only_plugin.explain import explain
+    from attn_only_plugin.guards.explain import explain
     assert explain(OSError(errno.ENOSPC, "No space left on device", "/s/checkpoint_last.pt")) == \
         "/s/checkpoint_last.pt: No space left on device: the disk is full: free space or write elsewhere"
     assert explain(OSError(errno.EROFS, "Read-only file system", "/s")).endswith("the file system is read-only: "
@@ -237,7 +235,7 @@ def test_hidden_characters_in_interactive_input(setup, checkpoint, tmp_path):
     proc = interactive(setup, checkpoint, "\ufeff1 2 3\n4 5\n")
     one_line_error(proc, "input line 1 holds an invisible character, U+FEFF ZERO WIDTH NO-BREAK SPACE at column 1",
                    "remove it first")
-    from attn_only_plugin.input_checks import read_input_lines
+    from attn_only_plugin.guards.input_checks import read_input_lines
     (tmp_path / "clean").write_text("1 2\n3 4\n")
     assert list(read_input_lines(str(tmp_path / "clean"), 10)) == [["1 2", "3 4"]]  # the control
     (tmp_path / "zwsp").write_text("1 2\n3\u200b 4\n")
@@ -262,8 +260,8 @@ def test_hidden_characters_in_spm_prepare_corpus(tmp_path):
             (raw / f"{split}.{lang}").write_text("a b c\nd e f\n")
     (raw / "valid.tgt").write_text("a b c\nd e\u00adf\n")
     (raw / "train.src").write_text("a b c\nd e\u200cf\n")  # checked first: a zero-width non-joiner (Persian) passes
-    proc = subprocess.run([str(a) for a in (sys.executable, ROOT / "scripts" / "spm_prepare.py", "--data", raw,
-                                            "--src", "src", "--tgt", "tgt", "--vocab-size", 100, "--out", tmp_path / "out")],
+    proc = subprocess.run([str(a) for a in (sys.executable, ROOT / "scripts" / "spm_prepare.py", "--data", raw, "--src",
+                                            "src", "--tgt", "tgt", "--vocab-size", 100, "--out", tmp_path / "out")],
                           capture_output=True, text=True, cwd=ROOT)
     one_line_error(proc, f"{raw / 'valid.tgt'} line 2 holds an invisible character, U+00AD SOFT HYPHEN at "
                    "column 4", "remove it first")

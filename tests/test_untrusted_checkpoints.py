@@ -83,7 +83,7 @@ def test_scripts_refuse(setup, script, tmp_path):
 
 def test_python_api_refuses(setup):
     import attn_only_plugin
-    from attn_only_plugin.errors import PluginError
+    from attn_only_plugin.guards.errors import PluginError
     with pytest.raises(PluginError, match="untrusted") as err:
         attn_only_plugin.load(setup / "evil", data=setup / "bin")
     assert "checkpoint_last.pt" in str(err.value)
@@ -105,8 +105,9 @@ def test_a_file_of_another_kind_is_named_not_called_corrupt(tmp_path):
     import re
 
     import numpy as np
-    from attn_only_plugin.errors import PluginError
-    from attn_only_plugin.safe_load import load_checkpoint
+
+    from attn_only_plugin.guards.errors import PluginError
+    from attn_only_plugin.guards.safe_load import load_checkpoint
     ct2 = tmp_path / "ct2"
     ct2.mkdir()
     (ct2 / "config.json").write_text("{}")

@@ -15,8 +15,8 @@ from typing import Callable, NamedTuple, Tuple
 import torch
 from torch import Tensor
 
-from ..atomic import _umask, check_output
-from ..errors import PluginError
+from ..guards.atomic import _umask, check_output
+from ..guards.errors import PluginError
 from ..models.transformer import TransformerConfig, full_config, validate
 
 MODEL_NAME = "attn_only_transformer"
@@ -56,7 +56,7 @@ def read_dictionaries(data, task_cfg) -> Tuple[object, object]:
     from fairseq.data import Dictionary
     from fairseq.data.data_utils import infer_language_pair
 
-    from ..input_checks import check_data_dir
+    from ..guards.input_checks import check_data_dir
     get = (lambda k: task_cfg.get(k)) if isinstance(task_cfg, dict) else (lambda k: getattr(task_cfg, k, None))
     src, tgt = get("source_lang"), get("target_lang")
     check_data_dir(str(data), src, tgt, "the checkpoint records no language pair either: give the whole data-bin "
@@ -80,7 +80,7 @@ def check_dictionaries(weights: dict, src_dict, tgt_dict) -> None:
 def read_checkpoint(checkpoint, data, other_tool: str = "ctranslate2's own ct2-fairseq-converter") -> Checkpoint:
     """A checkpoint file of ours (safe loader) and the dictionaries of its data folder, each
     problem refused in one line: no file, not ours, non-finite weights, other dictionaries."""
-    from ..safe_load import load_checkpoint, non_finite, non_finite_error
+    from ..guards.safe_load import load_checkpoint, non_finite, non_finite_error
     checkpoint = Path(checkpoint)
     if not checkpoint.is_file():
         raise PluginError(f"no checkpoint {checkpoint}: give a checkpoint file that fairseq-train (or "

@@ -37,13 +37,20 @@ from ctranslate2.converters import Converter
 from ctranslate2.specs import transformer_spec
 from torch import Tensor
 
-from ..errors import PluginError
+from ..guards.errors import PluginError
 from ..models.transformer import TransformerConfig
 from ..modules.embedding import sinusoid_table
 from . import INFO_FILE, QUANTIZATIONS
-from .common import MODEL_NAME, check_dictionaries, new_out, read_checkpoint, write_folder
+from .common import (  # noqa: F401  (still importable from here)
+    MODEL_NAME,
+    check_dictionaries,
+    model_config,
+    new_out,
+    read_checkpoint,
+    read_dictionaries,
+    write_folder,
+)
 from .common import pad_heads as _pad_heads
-from .common import model_config, read_dictionaries  # noqa: F401  (still importable from here)
 
 LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, kept by modules/layers.py
 
@@ -78,7 +85,7 @@ class _Weights:
         """A fused linear whose blocks (Q, K, V as `sizes` names them, each h d rows) are padded to D."""
         for p in ("weight", "bias"):
             blocks = self.get(f"{prefix}.{p}").split([self.h * d for d in sizes], dim=0)
-            padded = [_pad_heads(b, self.h, d, self.D) for b, d in zip(blocks, sizes)]
+            padded = [_pad_heads(b, self.h, d, self.D) for b, d in zip(blocks, sizes, strict=True)]
             setattr(spec, p, self.numpy(torch.cat(padded, dim=0)))  # (h D per block, d_model)
 
     def attention(self, spec, prefix: str, self_attention: bool):
@@ -111,8 +118,8 @@ def check_expressible(cfg: TransformerConfig) -> None:
         raise PluginError(f"--attention-window {cfg.attention_window} (restricted self-attention) has no equivalent in "
                           "CTranslate2's encoder-decoder model: translate this model with fairseq-generate")
     if cfg.relative_positions is not None and not cfg.no_absolute_positions:
-        raise PluginError(f"--relative-positions {cfg.relative_positions} with the sinusoids: CTranslate2 uses relative "
-                          "positions only without a position table; export a model trained with "
+        raise PluginError(f"--relative-positions {cfg.relative_positions} with the sinusoids: CTranslate2 uses "
+                          "relative positions only without a position table; export a model trained with "
                           "--no-absolute-positions, or translate this one with fairseq-generate")
     if cfg.no_absolute_positions and cfg.relative_positions is None:
         raise PluginError("--no-absolute-positions without --relative-positions: CTranslate2 always adds positions "

@@ -28,13 +28,14 @@ from typing import Dict
 import torch
 from torch import Tensor
 
-from ..errors import PluginError
+from ..guards.errors import PluginError
 from ..models.transformer import TransformerConfig
 from .common import pad_heads
 
 
 def marian_order(d_model: int) -> Tensor:
-    """pi: Marian's dimension j holds our dimension pi[j] (sines, then cosines, section 3.5's order kept within each)."""
+    """pi: Marian's dimension j holds our dimension pi[j] (sines, then cosines, section 3.5's order kept
+    within each)."""
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
 
 
@@ -83,7 +84,8 @@ class MarianWeights:
             ws = (self.get(ours + ".q.weight"), *self.get(ours + ".kv.weight").split([h * d_k, h * d_v]))
             bs = (self.get(ours + ".q.bias"), *self.get(ours + ".kv.bias").split([h * d_k, h * d_v]))
         q_scale = math.sqrt(self.D / d_k)  # Marian divides q.k by sqrt(D), Eq. (1) by sqrt(d_k)
-        for name, w, b, d, scale in zip(("q_proj", "k_proj", "v_proj"), ws, bs, (d_k, d_k, d_v), (q_scale, 1.0, 1.0)):
+        parts = zip(("q_proj", "k_proj", "v_proj"), ws, bs, (d_k, d_k, d_v), (q_scale, 1.0, 1.0), strict=True)
+        for name, w, b, d, scale in parts:
             self.reads(w, b, f"{theirs}.{name}", d, scale)
         self.writes(ours + ".out", theirs + ".out_proj", d_v)
 

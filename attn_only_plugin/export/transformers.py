@@ -18,8 +18,8 @@ sentencepiece pieces, which MarianTokenizer requires).
 from pathlib import Path
 from typing import Optional
 
-from ..atomic import _umask
-from ..errors import PluginError
+from ..guards.atomic import _umask
+from ..guards.errors import PluginError
 from ..models.transformer import TransformerConfig
 from .common import new_out, read_checkpoint, write_folder
 
@@ -80,7 +80,7 @@ def _sentencepiece(spm_model, src_dict, tgt_dict):
     """The sentencepiece model, refused in one line when missing, not a model, or not the dictionaries'."""
     import sentencepiece
 
-    from ..input_checks import check_spm_matches_dictionary, reading_sentencepiece
+    from ..guards.input_checks import check_spm_matches_dictionary, reading_sentencepiece
     with reading_sentencepiece(spm_model, "--spm-model"):
         sp = sentencepiece.SentencePieceProcessor(model_file=str(spm_model))
     for d, name in ((src_dict, "the source dictionary"), (tgt_dict, "the target dictionary")):

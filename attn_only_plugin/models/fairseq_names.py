@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 from fairseq.dataclass import FairseqDataclass
 
-from ..errors import PluginError
+from ..guards.errors import PluginError
 
 # our field: (encoder alias, decoder alias); one value for both sides in the paper's model
 PAIRS = {

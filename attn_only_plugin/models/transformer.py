@@ -10,11 +10,11 @@ from typing import Optional
 
 import torch
 from fairseq.dataclass import ChoiceEnum
-from omegaconf import OmegaConf, open_dict
 from fairseq.models import FairseqEncoderDecoderModel, register_model
+from omegaconf import OmegaConf, open_dict
 from torch import nn
 
-from ..errors import PluginError
+from ..guards.errors import PluginError
 from .encoder_decoder import Decoder, Encoder
 from .fairseq_names import FairseqNames, map_values
 

@@ -24,8 +24,20 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .cache import (MAX_SHARED_BEAM, additive, append_to_cache, history_mask, keeps_every_row, moved_rows,
-                    new_history, own_weights, per_hypothesis, reorder_cache, reorder_history, window_history_mask)
+from .cache import (
+    MAX_SHARED_BEAM,
+    additive,
+    append_to_cache,
+    history_mask,
+    keeps_every_row,
+    moved_rows,
+    new_history,
+    own_weights,
+    per_hypothesis,
+    reorder_cache,
+    reorder_history,
+    window_history_mask,
+)
 
 HISTORY = "beam.history"
 
@@ -139,7 +151,7 @@ class DecodingState:
             self.entries[selves[0]].size(0) // self.entries[crosses[0]].size(0) if crosses and selves else 0
         if g:  # hypotheses per memory row: the encoder output's rule
             rows, g_new = shared_rows(new_order, g)
-            self.entries.update(zip(crosses, select_rows([self.entries[k] for k in crosses], rows)))
+            self.entries.update(zip(crosses, select_rows([self.entries[k] for k in crosses], rows), strict=False))
             if history is not None and g_new == g:  # every beam kept together: no keys or values move
                 return self._reorder_beams(selves, history, rows, (new_order % g).view(-1, g))
         for key in selves if history is not None else ():  # a beam broken apart: one row per hypothesis

@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..errors import PluginError
+from ..guards.errors import PluginError
 from .dropout import Dropout
 from .packing import Packing, packed
 

@@ -14,13 +14,11 @@ are token distances.
 
 Tensor layout: q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v); positions (T,) and (S,).
 """
-import math
 from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-
 
 # Shortest self-attention (n positions) run by banded_attention: below it a masked full attention,
 # one fused call, is faster. Measured 2026-11-25 (scripts/table1.py --one, CPU, 1 thread, forward +

@@ -29,7 +29,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.optim import FairseqOptimizer, register_optimizer
 from omegaconf import II
 
-from ..errors import PluginError
+from ..guards.errors import PluginError
 
 
 @dataclass

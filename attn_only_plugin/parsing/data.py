@@ -68,7 +68,8 @@ def score_predictions(predictions: Sequence[Sequence[str]], words: Sequence[Sequ
     back (EVALB finds punctuation by its tag), and score with EVALB's COLLINS.prm rules.
     Returns (EvalbResult, number of outputs that needed repair, predicted tree lines)."""
     repaired, lines = 0, []
-    for pred, ws, ts in zip(predictions, words, tags):
+    # strict=False, as before: a tags file of another length is reported by evaluate_lines (gold vs test lines)
+    for pred, ws, ts in zip(predictions, words, tags, strict=False):
         tree, fixed = repair(list(pred), list(ws))
         repaired += fixed
         lines.append(tree_to_str(replace_tags(tree, ts)))
@@ -77,5 +78,6 @@ def score_predictions(predictions: Sequence[Sequence[str]], words: Sequence[Sequ
 
 def right_branching_baseline(words: Sequence[Sequence[str]], gold_lines: Sequence[str],
                              tags: Sequence[Sequence[str]]):
-    lines = [tree_to_str(replace_tags(right_branching_tree(list(ws)), ts)) for ws, ts in zip(words, tags)]
+    lines = [tree_to_str(replace_tags(right_branching_tree(list(ws)), ts))
+             for ws, ts in zip(words, tags, strict=False)]  # strict=False: as in score_predictions
     return evaluate_lines(list(gold_lines), lines)

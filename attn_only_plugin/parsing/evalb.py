@@ -81,7 +81,7 @@ def read_params(path) -> Params:
         value = line[len(key):].lstrip(WHITESPACE)
         if key in _LISTS and key.startswith("EQ_"):
             if len(value.split()) != 2:
-                warnings.warn(f"{key} requires two values")
+                warnings.warn(f"{key} requires two values", stacklevel=2)
                 continue
             values[_LISTS[key]].append(tuple(value.split()))
         elif key in _LISTS:
@@ -89,7 +89,7 @@ def read_params(path) -> Params:
         elif key in _INTS:
             ints[_INTS[key]] = _atoi(value)
         elif key != "DEBUG":
-            warnings.warn(f"Unknown keyword ({line}) in parameter file")
+            warnings.warn(f"Unknown keyword ({line}) in parameter file", stacklevel=2)
     ints["labeled"] = bool(ints.get("labeled", 1))
     return Params(**{k: tuple(v) for k, v in values.items()}, **ints)
 
@@ -257,7 +257,7 @@ def score_sentence(gold_line: str, test_line: str, line: int = 1,
 def _word_mismatch(gold: _Sentence, test: _Sentence, params: Params) -> str:
     if len(gold.terminals) != len(test.terminals):
         return f"Length unmatch ({len(gold.terminals)}|{len(test.terminals)})"
-    for (a, _), (b, _) in zip(gold.terminals, test.terminals):
+    for (a, _), (b, _) in zip(gold.terminals, test.terminals, strict=True):
         if not params.word_eq(a, b):
             return f"Words unmatch ({a}|{b})"
     return ""
@@ -280,7 +280,7 @@ def _compare(gold: _Sentence, test: _Sentence, params: Params, result: SentenceR
                           for t in test.brackets if t.result != 5)
     result.words = len(gold.terminals)
     result.correct_tags = sum(params.label_eq(a, b) for (_, a), (_, b)
-                              in zip(gold.terminals, test.terminals))
+                              in zip(gold.terminals, test.terminals, strict=True))
 
 
 def _crosses(g: _Bracket, t: _Bracket) -> bool:
@@ -366,7 +366,7 @@ def evaluate_lines(gold_lines: Sequence[str], test_lines: Sequence[str],
                          f"{len(test_lines)} test")
     result = EvalbResult([], params, Totals(), Totals())
     error_count = 0
-    for number, (gold, test) in enumerate(zip(gold_lines, test_lines), 1):
+    for number, (gold, test) in enumerate(zip(gold_lines, test_lines, strict=True), 1):
         row = score_sentence(gold, test, number, params)
         for message in row.errors:
             if error_count > params.max_error:

@@ -102,7 +102,7 @@ class Rules:
     def build(cls, rows: Sequence[Tuple]) -> "Rules":
         """rows: (parent, left[, right], log probability), any order."""
         rows = sorted(rows)
-        columns = list(zip(*rows)) if rows else [(), (), (), ()]
+        columns = list(zip(*rows, strict=False)) if rows else [(), (), (), ()]
         parent = np.array(columns[0], dtype=np.int64)
         right = np.array(columns[2], dtype=np.int64) if len(columns) == 4 else np.zeros(0, np.int64)
         parents, starts = np.unique(parent, return_index=True)
@@ -186,6 +186,6 @@ def unary_closure(n_symbols: int, unary: Rules):
         hop = np.where(better, hop[:, m:m + 1], hop)
     np.fill_diagonal(best, -np.inf)
     a, b = np.nonzero(np.isfinite(best))
-    pairs = list(zip(involved[a].tolist(), involved[b].tolist()))
-    next_hop = dict(zip(pairs, involved[hop[a, b]].tolist()))
-    return Rules.build([(p, c, s) for (p, c), s in zip(pairs, best[a, b].tolist())]), next_hop
+    pairs = list(zip(involved[a].tolist(), involved[b].tolist(), strict=False))
+    next_hop = dict(zip(pairs, involved[hop[a, b]].tolist(), strict=False))
+    return Rules.build([(p, c, s) for (p, c), s in zip(pairs, best[a, b].tolist(), strict=False)]), next_hop

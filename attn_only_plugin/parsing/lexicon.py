@@ -81,13 +81,13 @@ class Lexicon:
         column = {t: i for i, t in enumerate(self.tags)}
         self._count: Dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(self.tags)))
         for words, tags in sentences:
-            for w, t in zip(words, tags):
+            for w, t in zip(words, tags, strict=False):
                 self._count[w][column[t]] += 1
         self._count = dict(self._count)
         self._tag_total = sum(self._count.values())
         self._class: Dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(self.tags)))
         for words, tags in sentences:
-            for i, (w, t) in enumerate(zip(words, tags)):
+            for i, (w, t) in enumerate(zip(words, tags, strict=False)):
                 if self._count[w].sum() == 1:
                     for c in backoff(w, i == 0):
                         self._class[c][column[t]] += 1

@@ -42,7 +42,7 @@ from fairseq.search import BeamSearch
 from fairseq.tasks import register_task
 from omegaconf import II
 
-from ..errors import PluginError
+from ..guards.errors import PluginError
 from ..parsing.linearize import PLACEHOLDER
 from .translation_paper import PaperTranslationConfig, PaperTranslationTask
 
@@ -78,7 +78,7 @@ class TreeConstraints:
         """The batch's source tokens, (B, S), and the generator's output length limit."""
         specials = {self.src_dict.pad(), self.src_dict.eos(), self.src_dict.bos()}
         self.slots = {i: [self.slot_token(t) for t in row if t not in specials]
-                      for i, row in zip(sentence_ids, src_tokens.tolist())}
+                      for i, row in zip(sentence_ids, src_tokens.tolist(), strict=True)}
         self.max_len = max_len
 
     def slot_token(self, source_token: int) -> int:
@@ -115,7 +115,7 @@ class TreeConstraints:
     def mask(self, lprobs: torch.Tensor, prefixes: torch.Tensor, sentence_ids: List[int]) -> torch.Tensor:
         """0 where a token is allowed, -inf elsewhere; lprobs is (hypotheses, V)."""
         rows, cols = [], []
-        for row, (prefix, sentence) in enumerate(zip(prefixes, sentence_ids)):
+        for row, (prefix, sentence) in enumerate(zip(prefixes, sentence_ids, strict=True)):
             allowed = self.allowed(sentence, prefix)
             rows += [row] * len(allowed)
             cols += allowed
@@ -149,7 +149,7 @@ def drop_words(src_tokens: torch.Tensor, sentence_ids: List[int], p: float, seed
     either side) is <unk> with probability p. Sentence i draws one number per token from
     numpy_seed(seed, update_num, i), so its draws do not depend on the batch it is in."""
     dropped = src_tokens.cpu().clone()
-    for row, sentence in zip(dropped, sentence_ids):
+    for row, sentence in zip(dropped, sentence_ids, strict=True):
         tokens = row.ne(src_dict.pad()).nonzero().squeeze(1)  # (T,) positions of the sentence's tokens
         with data_utils.numpy_seed(seed, update_num, sentence):
             hit = tokens[torch.from_numpy(np.random.random_sample(len(tokens)) < p)]

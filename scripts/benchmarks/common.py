@@ -1,6 +1,6 @@
 """What every measurement of scripts/benchmark.py shares: the presets, fairseq's built-in
 transformer and ours with the same sizes and the same weights (ours converted from it with
-attn_only_plugin.convert), the batches both get, and the turns they take.
+attn_only_plugin.export.fairseq), the batches both get, and the turns they take.
 
 Batches: sentences of 10-30 words, left-padded sources and right-padded targets as fairseq makes
 them. "random" draws every sentence's length (a third of each side is padding), "sorted" gives a
@@ -35,7 +35,7 @@ def build_pair(shape, seed=0):
     from fairseq.models.transformer.transformer_legacy import base_architecture
 
     import attn_only_plugin  # noqa: F401
-    from attn_only_plugin.convert import fairseq_to_ours
+    from attn_only_plugin.export.fairseq import fairseq_to_ours
     from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
     d = Dictionary()
     for i in range(shape["vocab"] - d.nspecial):
@@ -80,7 +80,7 @@ def make_batches(d, n_batches, batch_size, seed=1, batching="random"):
         S, T = max(map(len, sources)) + 1, max(map(len, targets)) + 1
         src = torch.full((batch_size, S), d.pad())
         tgt = torch.full((batch_size, T), d.pad())
-        for b, (w, t) in enumerate(zip(sources, targets)):
+        for b, (w, t) in enumerate(zip(sources, targets, strict=False)):
             src[b, S - len(w) - 1:] = torch.cat([w, torch.tensor([d.eos()])])  # left-padded
             tgt[b, : len(t) + 1] = torch.cat([t, torch.tensor([d.eos()])])  # right-padded
         prev = torch.cat([torch.full((batch_size, 1), d.eos()), tgt[:, :-1]], dim=1)  # eos moved to the front

@@ -20,8 +20,9 @@ def ctranslate2_decoders(model, d, device, half, folder):
     half: float16 and int8_float16), decoding as load_ctranslate2's translate() does
     (fairseq-generate's settings: beam 4, lenpen 0.6, max length input + 50)."""
     import torch
+
+    from attn_only_plugin.api.hub_ctranslate2 import load_ctranslate2
     from attn_only_plugin.export.ctranslate2 import build_spec, model_info, save_spec
-    from attn_only_plugin.hub_ctranslate2 import load_ctranslate2
     from attn_only_plugin.models.transformer import full_config
     cfg = full_config(model.cfg)
     state = {k: v.float().cpu() for k, v in model.state_dict().items()}
@@ -54,8 +55,9 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
     theirs, ours, d = build_pair(shape)
     models = {"fairseq": theirs, "ours": ours}
     models = {name: (m.half() if half else m).to(device).eval() for name, m in models.items()}
-    gens = {name: (lambda src, lengths, m=m, g=SequenceGenerator([m], d, beam_size=4, len_penalty=0.6, max_len_a=1,
-                                                                    max_len_b=50):
+    searches = {name: SequenceGenerator([m], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
+                for name, m in models.items()}
+    gens = {name: (lambda src, lengths, m=m, g=searches[name]:
                    [h[0]["tokens"].tolist() for h in g.generate([m], {"net_input": {"src_tokens": src,
                                                                                      "src_lengths": lengths}})])
             for name, m in models.items()}
@@ -83,11 +85,11 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
         s = statistics.median(seconds[name])
         result[name] = dict(sentences_per_s=len(hyps[name]) / s, tokens_per_s=sum(map(len, hyps[name])) / s)
         if name.startswith("ct2_"):
-            result[name]["identical_sentences"] = sum(a == b for a, b in zip(hyps[name], hyps["fairseq"]))
+            result[name]["identical_sentences"] = sum(a == b for a, b in zip(hyps[name], hyps["fairseq"], strict=False))
     result["sentences"] = len(hyps["ours"])
-    result["ratio_per_repeat"] = [f / o for f, o in zip(seconds["fairseq"], seconds["ours"])]
+    result["ratio_per_repeat"] = [f / o for f, o in zip(seconds["fairseq"], seconds["ours"], strict=False)]
     result["identical_hypotheses"] = hyps["ours"] == hyps["fairseq"]
-    result["identical_sentences"] = sum(a == b for a, b in zip(hyps["ours"], hyps["fairseq"]))
+    result["identical_sentences"] = sum(a == b for a, b in zip(hyps["ours"], hyps["fairseq"], strict=False))
     result["ctranslate2_threads"] = dict(inter_threads=1, intra_threads=torch.get_num_threads()) if ct2 else None
     return result
 

@@ -20,6 +20,7 @@ def peak_tflops(device, amp, given=None):
     if device != "cuda":
         return None
     import torch
+
     from training_flops import TFLOPS
     name = torch.cuda.get_device_name()
     table = TFLOPS["bf16" if amp else "fp32"]
@@ -33,7 +34,7 @@ def model_flops(batch, shape, pad) -> float:
     from training_flops import attention_flops, layer_params
     p_enc, p_dec = layer_params(shape["layers"], shape["d_model"], shape["d_ff"], shape["vocab"])
     S, T = batch["src"].ne(pad).sum(1).tolist(), batch["tgt"].ne(pad).sum(1).tolist()
-    attention = sum(attention_flops(shape["layers"], shape["d_model"], s, t, s, t) for s, t in zip(S, T))
+    attention = sum(attention_flops(shape["layers"], shape["d_model"], s, t, s, t) for s, t in zip(S, T, strict=False))
     return 6 * (p_enc * sum(S) + p_dec * sum(T)) + 3 * attention
 
 
@@ -45,6 +46,7 @@ def build_optimizer(name, params):
     beta_2 0.98 and epsilon 1e-9: fairseq's `adam` (on a CPU, or a GPU without apex, its Python
     loop over the parameters) or our `paper_adam` (torch's fused Adam)."""
     from fairseq.optim.adam import FairseqAdam, FairseqAdamConfig
+
     from attn_only_plugin.optim.paper_adam import PaperAdam, PaperAdamConfig
     if name == "adam":
         return FairseqAdam(FairseqAdamConfig(adam_betas="(0.9, 0.98)", adam_eps=1e-9, lr=[1e-4], tpu=False), params)
@@ -60,6 +62,7 @@ def trainer(model, device, amp, pad, optimizer):
     """One training step of `model` on a batch: forward, the paper's smoothed loss, backward, the
     optimizer's step (fairseq's `adam` or our `paper_adam`); returns the seconds of that last part."""
     import torch
+
     from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
     opt = build_optimizer(optimizer, model.parameters())
     sync = synchronizer(device)

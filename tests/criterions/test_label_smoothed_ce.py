@@ -5,9 +5,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from attn_only_plugin.criterions.label_smoothed_ce import (LabelSmoothedCrossEntropy, label_smoothed_nll_loss,
-                                                           target_lprobs)
-from attn_only_plugin.errors import PluginError
+from attn_only_plugin.criterions.label_smoothed_ce import (
+    LabelSmoothedCrossEntropy,
+    label_smoothed_nll_loss,
+    target_lprobs,
+)
+from attn_only_plugin.guards.errors import PluginError
 from helpers import build_model, random_batch
 
 
@@ -20,8 +23,8 @@ def test_hand_computed_loss_and_smoothing_mass():
     # q' = (1 - eps) one_hot + eps / K: true class gets 1 - eps + eps/K, others eps/K
     q0 = [1 - eps + eps / K, eps / K, eps / K]
     q1 = [eps / K, eps / K, 1 - eps + eps / K]
-    exp_loss = -sum(q * math.log(pp) for q, pp in zip(q0, p[0].tolist())) \
-               - sum(q * math.log(pp) for q, pp in zip(q1, p[1].tolist()))
+    exp_loss = -sum(q * math.log(pp) for q, pp in zip(q0, p[0].tolist(), strict=True)) \
+               - sum(q * math.log(pp) for q, pp in zip(q1, p[1].tolist(), strict=True))
     assert nll.item() == pytest.approx(exp_nll, rel=1e-6)
     assert loss.item() == pytest.approx(exp_loss, rel=1e-6)
     assert sum(q0) == pytest.approx(1.0)

@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from attn_only_plugin.data.libreoffice import (align, build_splits, extract_paragraphs, find_help_root,
-                                               make_subset, split_of, write_corpus)
+from attn_only_plugin.data.libreoffice import (
+    align,
+    build_splits,
+    extract_paragraphs,
+    find_help_root,
+    make_subset,
+    split_of,
+    write_corpus,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED = ROOT / "examples" / "data" / "libreoffice_en_de"
@@ -119,7 +126,7 @@ def test_write_corpus_is_atomic(tmp_path):
     with pytest.raises(ValueError):
         write_corpus(bad, tmp_path, "en", "de")
     assert (tmp_path / "train.en").read_text() == "a b\ne\n"  # old corpus untouched
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{s}.{l}" for s in good for l in ("en", "de"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{s}.{lang}" for s in good for lang in ("en", "de"))
 
 
 def test_make_subset_is_deterministic_and_bounded():

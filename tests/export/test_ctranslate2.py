@@ -11,12 +11,11 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import ROOT, build_model, make_dictionary, script  # noqa: E402
-from toy_training import BIN, PLUGIN, run, toy_data, train_args  # noqa: E402
-
 import attn_only_plugin  # noqa: E402
-from attn_only_plugin.errors import PluginError  # noqa: E402
+from attn_only_plugin.guards.errors import PluginError  # noqa: E402
 from attn_only_plugin.models.transformer import full_config  # noqa: E402
+from helpers import build_model, make_dictionary, script  # noqa: E402
+from toy_training import BIN, PLUGIN, run, toy_data, train_args  # noqa: E402
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 from attn_only_plugin.export.ctranslate2 import build_spec, export, model_info, save_spec  # noqa: E402
@@ -50,7 +49,7 @@ def largest_difference(model_dir, model, src_dict, tgt_dict, seed=0) -> float:
     translator = ctranslate2.Translator(str(model_dir), device="cpu", compute_type="float32")
     results = translator.score_batch(sources, targets)
     worst = 0.0
-    for source, target, result in zip(sources, targets, results):
+    for source, target, result in zip(sources, targets, results, strict=True):
         ours = our_log_probs(model, src_dict, tgt_dict, source, target)
         assert len(result.log_probs) == len(ours)  # the target's tokens and </s>
         worst = max(worst, (ours - torch.tensor(result.log_probs)).abs().max().item())
@@ -120,7 +119,7 @@ ARCHS = {  # fairseq-train flags beyond the tiny sizes; parse: its own task and 
 
 def _parse_like_data(root: Path) -> Path:
     """Words -> bracketed sequences, two dictionaries (as examples/wsj_parsing.sh prepares them)."""
-    rows = [["w%d" % ((i * 7 + j) % 11) for j in range(2 + i % 5)] for i in range(60)]
+    rows = [[f"w{(i * 7 + j) % 11}" for j in range(2 + i % 5)] for i in range(60)]
     for split in ("train", "valid"):
         (root / f"{split}.words").write_text("".join(" ".join(r) + "\n" for r in rows))
         (root / f"{split}.tree").write_text("".join("(S " + " ".join("XX" for _ in r) + " )S\n" for r in rows))
@@ -161,8 +160,8 @@ def trained(tmp_path_factory):
               "--beam", 4, "--lenpen", 0.6, "--max-len-a", 1, "--max-len-b", 50, "--batch-size", 50, "--cpu")
     export(checkpoint, data, root / "ct2")
     export(checkpoint, data, root / "ct2-int8", quantization="int8")
-    column = lambda prefix, c: {int(l.split("\t")[0][2:]): l.split("\t")[c]  # noqa: E731
-                                for l in gen.stdout.splitlines() if l.startswith(prefix)}
+    column = lambda prefix, c: {int(line.split("\t")[0][2:]): line.split("\t")[c]  # noqa: E731
+                                for line in gen.stdout.splitlines() if line.startswith(prefix)}
     return root, column("S-", 1), column("H-", 2)
 
 
@@ -176,7 +175,7 @@ def test_trained_model_gives_fairseq_generates_hypotheses(trained):
     ours = mt.translate([sources[i] for i in ids], beam=4, lenpen=0.6, batch_size=50)
     assert ours == [hypotheses[i] for i in ids]
     reference = [" ".join(reversed(sources[i].split())) for i in ids]
-    assert sum(o == r for o, r in zip(ours, reference)) >= 25  # it did learn the task
+    assert sum(o == r for o, r in zip(ours, reference, strict=True)) >= 25  # it did learn the task
 
 
 def test_int8_export_loads_and_translates(trained):
@@ -185,7 +184,7 @@ def test_int8_export_loads_and_translates(trained):
     mt = attn_only_plugin.load_ctranslate2(root / "ct2-int8")
     assert mt.info["quantization"] == "int8"
     ours = mt.translate([sources[i] for i in ids])
-    assert sum(o == hypotheses[i] for o, i in zip(ours, ids)) >= 40  # of 50: close to float32's, not exact
+    assert sum(o == hypotheses[i] for o, i in zip(ours, ids, strict=True)) >= 40  # of 50: close to float32's, not exact
 
 
 def test_export_leaves_the_models_weights_alone(tmp_path):

@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from attn_only_plugin.errors import PluginError
+from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.lr_scheduler.noam import NoamSchedule, noam_lr
 
 

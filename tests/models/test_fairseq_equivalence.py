@@ -3,7 +3,7 @@ weights are converted: same sizes, learned positions, shared embeddings, post-no
 import pytest
 import torch
 
-from attn_only_plugin.convert import fairseq_to_ours, ours_to_fairseq
+from attn_only_plugin.export.fairseq import fairseq_to_ours, ours_to_fairseq
 from helpers import build_builtin, build_model, random_batch
 
 

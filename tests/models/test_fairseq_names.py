@@ -4,9 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from attn_only_plugin.guards.errors import PluginError
 from helpers import make_dictionary
-
-from attn_only_plugin.errors import PluginError
 
 # a tiny fairseq translation-example command in the built-in's names
 FAIRSEQ_FLAGS = ["--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
@@ -62,7 +61,8 @@ def test_aliases_do_not_override_presets():
 @pytest.mark.parametrize("argv, message", [
     (["--encoder-embed-dim", "512", "--decoder-embed-dim", "256"],
      "--encoder-embed-dim 512 and --decoder-embed-dim 256 differ: the paper's model has one d_model"),
-    (["--encoder-attention-heads", "4", "--decoder-attention-heads", "8"], "differ: the paper's model has one h for the encoder and decoder"),
+    (["--encoder-attention-heads", "4", "--decoder-attention-heads", "8"],
+     "differ: the paper's model has one h for the encoder and decoder"),
     (["--encoder-embed-dim", "256", "--d-model", "512"], "--encoder-embed-dim 256 disagrees with --d-model 512"),
     (["--activation-dropout", "0.1", "--relu-dropout", "0"], "--activation-dropout 0.1 disagrees with --relu-dropout"),
     (["--encoder-normalize-before"], "--encoder-normalize-before without --decoder-normalize-before"),
@@ -83,6 +83,7 @@ def test_refused_in_one_line(argv, message):
 def test_config_files_and_overrides():
     """Outside the command line (YAML, --model-overrides) an alias sets a field left at its default."""
     from omegaconf import OmegaConf
+
     from attn_only_plugin.models.transformer import full_config
     cfg = full_config(OmegaConf.create({"encoder_embed_dim": 256, "share_decoder_input_output_embed": True}))
     assert (cfg.d_model, cfg.embedding_sharing, cfg.encoder_embed_dim) == (256, "decoder", None)

@@ -6,9 +6,8 @@ import torch
 from fairseq import search
 from fairseq.sequence_generator import SequenceGenerator
 
-from helpers import build_model, make_dictionary, random_batch
-
 from attn_only_plugin.modules.decoding_state import DecodingState
+from helpers import build_model, make_dictionary, random_batch
 
 
 def _per_hypothesis(state, B, rows, step, device):
@@ -53,4 +52,4 @@ def test_shared_cache_gives_the_same_hypotheses(name, variant, monkeypatch):
     monkeypatch.setattr(DecodingState, "history_mask", _per_hypothesis)
     assert generate() == shared
     if prefix is not None:
-        assert all(h[0][0][:2] == p for h, p in zip(shared, prefix.tolist()))
+        assert all(h[0][0][:2] == p for h, p in zip(shared, prefix.tolist(), strict=True))

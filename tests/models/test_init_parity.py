@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import torch
 
-from attn_only_plugin.convert import fairseq_to_ours
+from attn_only_plugin.export.fairseq import fairseq_to_ours
 from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
 from helpers import build_builtin, make_dictionary
 

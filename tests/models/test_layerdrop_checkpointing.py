@@ -5,11 +5,10 @@ import logging
 import pytest
 import torch
 from omegaconf import OmegaConf
-
-from helpers import build_model, random_batch
 from test_transformer import _check_cached_decoding
 
-from attn_only_plugin.errors import PluginError
+from attn_only_plugin.guards.errors import PluginError
+from helpers import build_model, random_batch
 
 
 def _count_layer_calls(model):

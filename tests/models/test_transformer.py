@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from attn_only_plugin.errors import PluginError
+from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
 from helpers import build_model, make_dictionary, random_batch
 
@@ -284,7 +284,7 @@ def test_beam_shared_cache_gives_each_hypothesis_its_own_weights(dictionary):
                 prev = prev[order]
             _, step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state, need_all_weights=True)
         _, full = model.decoder(prev[:, :4], encoder_out=model.encoder(expanded_src[order]), need_all_weights=True)
-        for w_step, w_full in zip(step["self_attn"], full["self_attn"]):  # (B, h, 1, 4) vs (B, h, 4, 4)
+        for w_step, w_full in zip(step["self_attn"], full["self_attn"], strict=True):  # (B, h, 1, 4) vs (B, h, 4, 4)
             assert torch.allclose(w_step[:, :, 0], w_full[:, :, 3], atol=1e-6)
 
 
@@ -312,7 +312,8 @@ def test_shared_memory_gives_the_same_weights(dictionary):
     a, extra_a = model.decoder(prev[expand], encoder_out=shared, need_attn=True, need_all_weights=True)
     b, extra_b = model.decoder(prev[expand], encoder_out=copied, need_attn=True, need_all_weights=True)
     assert torch.allclose(a, b, atol=1e-5) and torch.allclose(extra_a["attn"][0], extra_b["attn"][0], atol=1e-6)
-    assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(extra_a["cross_attn"], extra_b["cross_attn"]))
+    pairs = zip(extra_a["cross_attn"], extra_b["cross_attn"], strict=True)
+    assert all(torch.allclose(x, y, atol=1e-6) for x, y in pairs)
 
 
 def test_shared_rows_rule():

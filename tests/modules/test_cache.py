@@ -2,9 +2,19 @@
 against hand-computed layouts."""
 import torch
 
-from attn_only_plugin.modules.cache import (CACHE_CHUNK, append_to_cache, history_mask, moved_rows, new_history,
-                                            own_weights, per_hypothesis, reorder_cache, reorder_history,
-                                            spare_positions, window_history_mask)
+from attn_only_plugin.modules.cache import (
+    CACHE_CHUNK,
+    append_to_cache,
+    history_mask,
+    moved_rows,
+    new_history,
+    own_weights,
+    per_hypothesis,
+    reorder_cache,
+    reorder_history,
+    spare_positions,
+    window_history_mask,
+)
 
 
 def test_cache_grows_in_place_and_reorders_with_one_copy():

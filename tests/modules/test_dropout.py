@@ -62,8 +62,8 @@ def test_retain_dropout_contract_names():
     """fairseq's make_generation_fast_ contract (--retain-dropout, --retain-dropout-modules): on a
     model in eval mode, dropout stays off unless retained, for all modules or those named (fairseq's
     names or ours), and the attention's dropout too."""
-    from helpers import build_model, make_dictionary, random_batch
     from attn_only_plugin.modules.dropout import module_names
+    from helpers import build_model, make_dictionary, random_batch
     assert module_names("models.0.encoder.layers.1.sub_attn.dropout")[0] == "TransformerEncoderLayer"
     assert module_names("decoder.layers.0.ffn.relu_dropout")[0] == "TransformerDecoderLayer"
     assert module_names("decoder.layers.0.cross_attn")[0] == "MultiheadAttention"

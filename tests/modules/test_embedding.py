@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from attn_only_plugin.errors import PluginError
+from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.modules import TransformerEmbedding, sinusoid_table
 
 

@@ -46,7 +46,8 @@ def test_packed_training_equals_padded(dictionary, monkeypatch, pre_norm, left_p
         prev = torch.stack([row.roll(int(row.eq(dictionary.pad()).sum())) for row in prev])
     tgt_real = prev.ne(dictionary.pad())
     packed_calls = []
-    monkeypatch.setattr(Packing, "pack", lambda self, x, pack=Packing.pack: packed_calls.append(x.shape) or pack(self, x))
+    monkeypatch.setattr(Packing, "pack",
+                        lambda self, x, pack=Packing.pack: packed_calls.append(x.shape) or pack(self, x))
     model.eval()
     want_out, want_grads = _loss_and_grads(model, src, prev, tgt_real)
     assert not packed_calls

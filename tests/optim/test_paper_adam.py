@@ -6,7 +6,7 @@ import torch
 from fairseq.optim import OPTIMIZER_REGISTRY
 from fairseq.optim.adam import Adam as FairseqAdamKernel
 
-from attn_only_plugin.errors import PluginError
+from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.optim.paper_adam import PaperAdam, PaperAdamConfig, fusable, parse_betas
 
 # One scalar theta_0 = 1, gradients 0.5 then -1, lrate 0.1, and epsilon 0.1 so that where it
@@ -92,7 +92,8 @@ def test_under_fairseq_fp16_flat_params(monkeypatch):
         "optimizer": {"_name": "paper_adam", "adam_betas": "(0.9, 0.98)", "adam_eps": 0.1, "weight_decay": 0.0,
                       "lr": [0.1]},  # epsilon large enough that the gradients' scale shows
         "common": {"fp16_scale_window": 128, "fp16_init_scale": 128, "fp16_scale_tolerance": 0.0,
-                   "threshold_loss_scale": None, "min_loss_scale": 1e-4, "bf16": False, "fp16_no_flatten_grads": False}})
+                   "threshold_loss_scale": None, "min_loss_scale": 1e-4, "bf16": False,
+                   "fp16_no_flatten_grads": False}})
     torch.manual_seed(0)
     half = [torch.nn.Parameter(torch.randn(5, 3).half()), torch.nn.Parameter(torch.randn(4).half())]
     ref = [torch.nn.Parameter(p.detach().float()) for p in half]
@@ -103,10 +104,10 @@ def test_under_fairseq_fp16_flat_params(monkeypatch):
         x = torch.randn(3)
         opt.zero_grad()
         opt.backward((half[0].float() @ x).square().sum() + half[1].float().pow(3).sum())  # scaled by 128
-        for p, r in zip(half, ref):
+        for p, r in zip(half, ref, strict=True):
             r.grad = p.grad.float() / 128  # what FP16Optimizer unscales (exact: a power of two)
         opt.step()
         reference.step()
         flat = torch.cat([r.detach().flatten() for r in ref])
         assert torch.equal(next(iter(opt.fp32_params.values())).detach(), flat), f"step {step}"
-        assert all(torch.equal(p, r.half()) for p, r in zip(half, ref)), f"step {step}"
+        assert all(torch.equal(p, r.half()) for p, r in zip(half, ref, strict=True)), f"step {step}"

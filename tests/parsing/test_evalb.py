@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from attn_only_plugin.parsing.evalb import (
-    COLLINS, EvalbError, evaluate_lines, format_report, read_lines, read_params, score_sentence)
+    COLLINS,
+    EvalbError,
+    evaluate_lines,
+    format_report,
+    read_lines,
+    read_params,
+    score_sentence,
+)
 from attn_only_plugin.parsing.linearize import normalize
 from attn_only_plugin.parsing.ptb import Tree, tree_to_str
 
@@ -35,7 +42,7 @@ def compare_with_c(evalb_c, tmp_path, gold_lines, test_lines, params=NO_LIMIT, p
     ours = evaluate_lines(read_lines(gold), read_lines(test), params)
     c_rows = [line for line in proc.stdout.splitlines() if re.match(r"^\s*\d+\s+\d+\s+\d\s", line)]
     assert len(c_rows) == len(ours.sentences)
-    for row, r in zip(c_rows, ours.sentences):   # matched, gold, test brackets per sentence
+    for row, r in zip(c_rows, ours.sentences, strict=True):   # matched, gold, test brackets per sentence
         assert [int(v) for v in row.split()[5:8]] == [r.matched, r.gold, r.test], row
     assert _summary_numbers(proc.stdout) == _summary_numbers(format_report(ours))
     assert format_report(ours) == proc.stdout
@@ -230,4 +237,5 @@ def test_empty_gold_is_an_error_not_a_zero_report(tmp_path):
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "scripts" / "evalb.py"),
                            str(tmp_path / "gold"), str(tmp_path / "test")], capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr == f"error: {tmp_path / 'gold'} holds no trees: give the gold file, one bracketed tree per line\n"
+    assert proc.stderr == (f"error: {tmp_path / 'gold'} holds no trees: give the gold file, one bracketed tree "
+                           "per line\n")

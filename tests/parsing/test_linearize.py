@@ -6,7 +6,13 @@ import pytest
 
 from attn_only_plugin.parsing.evalb import evaluate_trees
 from attn_only_plugin.parsing.linearize import (
-    delinearize, linearize, normalize, repair, replace_tags, right_branching_tree)
+    delinearize,
+    linearize,
+    normalize,
+    repair,
+    replace_tags,
+    right_branching_tree,
+)
 from attn_only_plugin.parsing.ptb import Tree, parse_tree, tree_to_str
 
 TREE = parse_tree("( (S (NP-SBJ-1 (DT The) (NN cat)) (VP (VBD sat) (NP (-NONE- *T*-1)) "

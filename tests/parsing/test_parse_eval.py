@@ -39,7 +39,7 @@ def data(tmp_path):
 def generate_log(path, sources, trees=TREES, target_words=False):
     """fairseq-generate's output: S- (source words), T-, H- lines per sentence, in its order."""
     lines = ["2026-01-01 10:00:00 | INFO | fairseq_cli.generate | loading model(s)"]
-    for i, (source, tree) in reversed(list(enumerate(zip(sources, trees)))):
+    for i, (source, tree) in reversed(list(enumerate(zip(sources, trees, strict=True)))):
         target = " ".join(linearize(parse_tree(tree), target_words)[1])
         lines += [f"S-{i}\t{source}", f"T-{i}\t{target}", f"H-{i}\t-0.1\t{target}", f"D-{i}\t-0.1\t{target}"]
     path.write_text("\n".join(lines) + "\nGenerate test with beam=21: BLEU4 = 0.00\n")
@@ -80,7 +80,7 @@ def test_the_same_bracketing_scores_the_same_with_xx_or_words():
                 ["(S The (VP cat sat )VP . )S", "(S (VP It rained )VP )S"],
                 ["(S (NP The dog (VP sat )VP", "(S It rained rained )S )NP"]]
     scores = []
-    for xx, ws in zip(as_xx, as_words):
+    for xx, ws in zip(as_xx, as_words, strict=True):
         (a, repaired_a, trees_a), (b, repaired_b, trees_b) = (
             score_predictions([h.split() for h in hyps], words, lines, tags) for hyps in (xx, ws))
         assert (a.all.fmeasure, repaired_a, trees_a) == (b.all.fmeasure, repaired_b, trees_b)
@@ -117,7 +117,7 @@ def test_out_that_is_an_input_is_refused(parse_eval, data, tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     for out, clash in [(log, log), (Path("gen.log"), log), (data / "test.words", data / "test.words"),
                        (tmp_path / "link.pred", data / "test.gold")]:
-        refused(lambda: parse_eval.main([str(log), "--data", str(data), "--split", "test", "--out", str(out)]),
+        refused(lambda out=out: parse_eval.main([str(log), "--data", str(data), "--split", "test", "--out", str(out)]),
                 re.escape(f"error: --out {out} is the input {clash}: the predicted trees would replace it; give --out "
                           "another path, e.g. test.pred"))
     assert {p: p.read_bytes() for p in before} == before

@@ -89,7 +89,7 @@ def test_unary_closure_by_hand():
                  (START, "A"): 1}, ["C", "D"], 1, 0)
     a, b, c = (g.index[s] for s in "ABC")
     rows = g.closure.of(a)
-    best = dict(zip(g.closure.left[rows].tolist(), g.closure.logp[rows].tolist()))
+    best = dict(zip(g.closure.left[rows].tolist(), g.closure.logp[rows].tolist(), strict=False))
     assert best == pytest.approx({b: math.log(1 / 2), c: math.log(1 / 4)})
     assert g.chain(a, c) == [a, b, c]
     assert g.chain(g.start, c) == [g.start, a, b, c]
@@ -251,7 +251,7 @@ def test_script_refusals_are_one_line(script, data, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for out, clash in [(data / "test.words", data / "test.words"), (Path("text/test.gold"), data / "test.gold"),
                        (tmp_path / "link.pcfg", data / "train.gold")]:
-        refused(lambda: script.main(["--data", str(data), "--out", str(out)]),
+        refused(lambda out=out: script.main(["--data", str(data), "--out", str(out)]),
                 re.escape(f"error: --out {out} is the input {clash}: the predicted trees would replace it; give "
                           "--out another path, e.g. test.pcfg"))
     refused(lambda: script.main(["--data", str(data), "--split", "valid"]),
@@ -262,7 +262,8 @@ def test_script_refusals_are_one_line(script, data, tmp_path, monkeypatch):
                       "that makes this training split"))
     refused(lambda: script.main(["--data", str(data), "--markov", "-1"]),
             "error: --markov -1: give the number of siblings to remember, 0 or more")
-    refused(lambda: script.main(["--data", str(data), "--rare", "-1"]), "error: --rare -1: give a word count, 0 or more")
+    refused(lambda: script.main(["--data", str(data), "--rare", "-1"]),
+            "error: --rare -1: give a word count, 0 or more")
     assert {p: p.read_bytes() for p in data.iterdir()} == before
     (data / "test.tags").write_text("NNS VBD NNS\n")
     refused(lambda: script.main(["--data", str(data)]),

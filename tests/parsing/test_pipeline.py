@@ -21,9 +21,9 @@ def test_prepare_and_score_gold(tmp_path, ptb_files):
     words = (tmp_path / "test.words").read_text().splitlines()
     trees = (tmp_path / "test.tree").read_text().splitlines()
     assert len(words) == len(trees) == len((tmp_path / "test.gold").read_text().splitlines()) > 0
-    assert all(t.split().count("XX") == len(w.split()) for w, t in zip(words, trees))
+    assert all(t.split().count("XX") == len(w.split()) for w, t in zip(words, trees, strict=True))
     from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
-    tags = [l.split() for l in (tmp_path / "test.tags").read_text().splitlines()]
+    tags = [line.split() for line in (tmp_path / "test.tags").read_text().splitlines()]
     gold = (tmp_path / "test.gold").read_text().splitlines()
     result, repaired, _ = score_predictions([t.split() for t in trees], [w.split() for w in words], gold, tags)
     assert result.all.fmeasure == 100.0 and repaired == 0  # the gold linearization scores perfectly
@@ -36,15 +36,15 @@ def test_prepare_target_words_and_score_gold(tmp_path, ptb_files):
     for out, extra in [(xx, []), (words_dir, ["--target-words"])]:
         proc = prepare(out, "train=1-2", "test=5-6", *extra)
         assert proc.returncode == 0, proc.stderr
-    words = [l.split() for l in (words_dir / "test.words").read_text().splitlines()]
-    copy = [l.split() for l in (words_dir / "test.tree").read_text().splitlines()]
-    placeholder = [l.split() for l in (xx / "test.tree").read_text().splitlines()]
+    words = [line.split() for line in (words_dir / "test.words").read_text().splitlines()]
+    copy = [line.split() for line in (words_dir / "test.tree").read_text().splitlines()]
+    placeholder = [line.split() for line in (xx / "test.tree").read_text().splitlines()]
     assert [[t for t in c if t[0] not in "()"] for c in copy] == words  # the words, in order
     assert [[t if t[0] in "()" else "XX" for t in c] for c in copy] == placeholder  # the same brackets
     for name in ("words", "gold", "tags"):
         assert (words_dir / f"test.{name}").read_bytes() == (xx / f"test.{name}").read_bytes()
     from attn_only_plugin.parsing.data import score_predictions
-    tags = [l.split() for l in (words_dir / "test.tags").read_text().splitlines()]
+    tags = [line.split() for line in (words_dir / "test.tags").read_text().splitlines()]
     gold = (words_dir / "test.gold").read_text().splitlines()
     result, repaired, _ = score_predictions(copy, words, gold, tags)
     assert result.all.fmeasure == 100.0 and repaired == 0
@@ -91,7 +91,8 @@ def test_split_ranges_that_overlap_or_repeat_are_refused(tmp_path):
             (["train=1-159", "test=150-179"], "the train and test splits overlap (train=1-159 and test=150-179 share "
                                               "files 150-159), so the same trees would be in both: give ranges that "
                                               "do not share files"),
-            (["valid=5-5", "train=1-9"], "the valid and train splits overlap (valid=5-5 and train=1-9 share files 5-5)"),
+            (["valid=5-5", "train=1-9"],
+             "the valid and train splits overlap (valid=5-5 and train=1-9 share files 5-5)"),
             (["test=1-2", "test=3-4"], "the test split is given twice (test=1-2 and test=3-4): give each split once"),
             (["train=9-1"], "bad split 'train=9-1': the range ends before it starts; write it as train=1-9")]:
         with pytest.raises(ValueError) as refused:

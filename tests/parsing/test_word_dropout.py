@@ -3,7 +3,7 @@ word becomes <unk> with probability P, drawn reproducibly per (seed, update, sen
 import pytest
 import torch
 
-from attn_only_plugin.errors import PluginError
+from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.tasks.constituency_parsing import ConstituencyParsingTask, ParsingConfig, drop_words
 from helpers import make_dictionary
 

@@ -58,7 +58,8 @@ def test_last_n_by_update_and_epoch(tmp_path, script):
     assert names(mod.last_n_checkpoints(tmp_path, 2, False, upper_bound=3)) == ["checkpoint2.pt", "checkpoint3.pt"]
     assert names(mod.last_n_checkpoints(tmp_path, 3, by_update=True)) == \
         ["checkpoint_3_20.pt", "checkpoint_1_100.pt", "checkpoint_2_1000.pt"]
-    assert names(mod.last_n_checkpoints(tmp_path, 2, True, upper_bound=999)) == ["checkpoint_3_20.pt", "checkpoint_1_100.pt"]
+    assert names(mod.last_n_checkpoints(tmp_path, 2, True, upper_bound=999)) == \
+        ["checkpoint_3_20.pt", "checkpoint_1_100.pt"]
     with pytest.raises(mod.PluginError, match=r"has 4 named checkpoint_<epoch>_<update>.pt"):
         mod.last_n_checkpoints(tmp_path, 5, by_update=True)
 
@@ -139,9 +140,10 @@ def test_output_that_is_an_input_is_refused(tmp_path, script, capsys, monkeypatc
     before = {p.name: p.read_bytes() for p in (first, second)}
     monkeypatch.chdir(tmp_path)
     pair = ["--inputs", first, second]
+    newest = ["--inputs", ".", "--num-update-checkpoints", 2]
     for args, output, clash in [(pair, second, second), (pair, "checkpoint_1_20.pt", second),
                                 (pair, tmp_path / "link.pt", second), (pair, tmp_path / "hard.pt", second),
-                                (["--inputs", ".", "--num-update-checkpoints", 2], "checkpoint_1_10.pt", "checkpoint_1_10.pt")]:
+                                (newest, "checkpoint_1_10.pt", "checkpoint_1_10.pt")]:
         assert mod.main([*map(str, args), "--output", str(output), "--force"]) == 1  # --force or not
         err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("[average]")]
         assert err == [f"error: --output {output} is the input {clash}: writing it would destroy or change that "
@@ -217,7 +219,8 @@ def test_real_checkpoints_average_and_generate(trained, cli):
     ckpt = trained / "ckpt"
     lasts = interval_checkpoints(ckpt)
     assert [int(p.stem.split("_")[-1]) for p in lasts] == [10, 20, 30], os.listdir(ckpt)
-    proc = cli("average_checkpoints", "--inputs", ckpt, "--num-update-checkpoints", 3, "--output", trained / "averaged.pt")
+    proc = cli("average_checkpoints", "--inputs", ckpt, "--num-update-checkpoints", 3,
+               "--output", trained / "averaged.pt")
     assert proc.returncode == 0, proc.stderr
     assert all(f"{i}/3 {p}" in proc.stderr for i, p in enumerate(lasts, start=1)), proc.stderr
     models = [torch.load(p, weights_only=True)["model"] for p in lasts]
@@ -238,6 +241,7 @@ def test_real_checkpoints_average_and_generate(trained, cli):
 
 def test_real_averaged_checkpoint_loads_in_python(trained, cli):
     from fairseq import checkpoint_utils
+
     import attn_only_plugin  # noqa: F401
     out = trained / "explicit.pt"
     proc = cli("average_checkpoints", "--inputs", *interval_checkpoints(trained / "ckpt")[-2:], "--output", out)

@@ -101,7 +101,8 @@ def test_batches_follow_fairseq_layout(script):
         for b in bench.make_batches(d, 3, 8, batching=batching):
             src, prev, tgt = b["src"], b["prev"], b["tgt"]
             assert src[:, -1].eq(d.eos()).all() and b["lengths"].equal(src.ne(d.pad()).sum(1))
-            assert prev[:, 0].eq(d.eos()).all() and prev[:, 1:][tgt[:, 1:].ne(d.pad())].equal(tgt[:, :-1][tgt[:, 1:].ne(d.pad())])
+            real = tgt[:, 1:].ne(d.pad())
+            assert prev[:, 0].eq(d.eos()).all() and prev[:, 1:][real].equal(tgt[:, :-1][real])
             assert prev.eq(d.pad()).equal(tgt.eq(d.pad())) and (tgt.eq(d.eos()).sum(1) == 1).all()
     sorted_pads = bench.pad_share(bench.make_batches(d, 4, 16, batching="sorted"), d.pad())
     random_pads = bench.pad_share(bench.make_batches(d, 4, 16, batching="random"), d.pad())

@@ -36,7 +36,8 @@ def test_compound_split_cli(cli, tmp_path):
     assert proc.stdout.startswith(f"BLEU = {hand:.2f} "), proc.stdout
     (tmp_path / "ref").write_text(f"{REF}\n", encoding="utf-8")
     short = cli("bleu_compound_split", tmp_path / "hyp", tmp_path / "ref")
-    assert short.returncode == 1 and short.stderr.strip() == "error: 2 hypotheses but 1 references: the files must align"
+    assert short.returncode == 1
+    assert short.stderr.strip() == "error: 2 hypotheses but 1 references: the files must align"
 
 
 def test_detok_identical_is_100(cli, script, tmp_path):

@@ -63,8 +63,8 @@ def test_alike_recipe_differs_only_in_the_model(script, tmp_path):
 
 def test_bad_values_refused_in_one_line(cli, tmp_path):
     data = digit_bin(tmp_path)
-    for bad, says in [(["--updates", "0"], "--updates must be >= 1"), (["--seeds", "1", "1"], "--seeds must be distinct"),
-                      (["--jobs", "0"], "--jobs must be >= 1")]:
+    for bad, says in [(["--updates", "0"], "--updates must be >= 1"),
+                      (["--seeds", "1", "1"], "--seeds must be distinct"), (["--jobs", "0"], "--jobs must be >= 1")]:
         proc = cli("compare_quality", "--data-bin", data, "--work", tmp_path / "w", *TINY, *bad)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1  # one line, nothing started
         assert proc.stderr.startswith("error: ") and says in proc.stderr, proc.stderr

@@ -82,7 +82,7 @@ def test_output_that_is_the_input_is_refused(tmp_path, script, monkeypatch):
 def test_model_without_positions_is_refused(script):
     """A model trained with --learned-pos --no-absolute-positions stores no position table; fairseq's
     transformer with --encoder/decoder-learned-pos would load it without one: refused in one line."""
-    from attn_only_plugin.errors import PluginError
+    from attn_only_plugin.guards.errors import PluginError
     convert = script("convert_checkpoint")
     m = dict(_name="attn_only_transformer", learned_pos=True, no_absolute_positions=True, d_model=32, heads=4)
     with pytest.raises(PluginError, match="^this model uses --no-absolute-positions, .*: it does not convert$"):

@@ -14,10 +14,9 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import ROOT, build_model  # noqa: E402
-
 import attn_only_plugin  # noqa: E402
-from attn_only_plugin.errors import PluginError  # noqa: E402
+from attn_only_plugin.guards.errors import PluginError  # noqa: E402
+from helpers import ROOT, build_model  # noqa: E402
 
 pytest.importorskip("ctranslate2")
 DIGITS = [str(i) for i in range(10)]
@@ -253,8 +252,9 @@ def test_model_folder_device_and_compute_type(ckpt, tmp_path):
     export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2", "--force")
     import ctranslate2
     if ctranslate2.get_cuda_device_count() == 0:
-        with pytest.raises(PluginError, match="device='cuda': this machine has no usable CUDA GPU: pass device='cpu' to "
-                                              "load_ctranslate2 \\(translate_ctranslate2.py: --device cpu\\)$"):
+        with pytest.raises(PluginError, match="device='cuda': this machine has no usable CUDA GPU: pass "
+                                              "device='cpu' to load_ctranslate2 "
+                                              "\\(translate_ctranslate2.py: --device cpu\\)$"):
             attn_only_plugin.load_ctranslate2(tmp_path / "ct2", device="cuda")
     with pytest.raises(PluginError, match="CTranslate2 cannot load .* compute_type='int3'"):
         attn_only_plugin.load_ctranslate2(tmp_path / "ct2", compute_type="int3")
@@ -280,7 +280,8 @@ def test_ctranslate2_api_arguments_are_checked(ckpt, tmp_path):
     mt = attn_only_plugin.load_ctranslate2(tmp_path / "ct2")
     for kwargs, message in [(dict(batch_size=0), "batch_size=0: give a whole number >= 1"),
                             (dict(batch_size=-3), "batch_size=-3"), (dict(beam=0), "beam=0: give a whole number >= 1"),
-                            (dict(beam="4"), "beam='4'"), (dict(max_len_b=-5), "max_len_b=-5: give a whole number >= 0")]:
+                            (dict(beam="4"), "beam='4'"),
+                            (dict(max_len_b=-5), "max_len_b=-5: give a whole number >= 0")]:
         with pytest.raises(PluginError, match=f"^{re.escape(message)}"):
             mt.translate("1 2", **kwargs)
     assert isinstance(mt.translate("1 2", batch_size=1), str)  # the control

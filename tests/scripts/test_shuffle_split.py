@@ -5,7 +5,7 @@ kept once and aligned; bad input refused in one line with nothing written."""
 def corpus(root, n=(6, 2, 2)):
     root.mkdir()
     k = 0
-    for split, count in zip(("train", "valid", "test"), n):
+    for split, count in zip(("train", "valid", "test"), n, strict=True):
         lines = [f"s{k + i}" for i in range(count)]
         (root / f"{split}.en").write_text("".join(x + "\n" for x in lines))
         (root / f"{split}.de").write_text("".join(x.replace("s", "t") + "\n" for x in lines))
@@ -17,8 +17,8 @@ def test_pairs_pooled_shuffled_and_split_by_count(cli, tmp_path):
     data = corpus(tmp_path / "raw")
     proc = cli("shuffle_split", "--data", data, "--test", 3, "--valid", 2, "--seed", 7, "--out", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
-    out = {(s, l): (tmp_path / "out" / f"{s}.{l}").read_text().splitlines() for s in ("train", "valid", "test")
-           for l in ("en", "de")}
+    out = {(s, lang): (tmp_path / "out" / f"{s}.{lang}").read_text().splitlines() for s in ("train", "valid", "test")
+           for lang in ("en", "de")}
     assert [len(out[s, "en"]) for s in ("test", "valid", "train")] == [3, 2, 5]
     for s in ("train", "valid", "test"):  # still aligned
         assert [x.replace("s", "t") for x in out[s, "en"]] == out[s, "de"]

@@ -20,8 +20,8 @@ def test_output_may_not_be_or_lie_inside_the_corpus_and_is_replaced_only_with_fo
     raw = corpus(tmp_path)
     before = digests(raw)
     (tmp_path / "link").symlink_to(raw)
-    for out, problem in [(raw, "is the input"), (tmp_path / "link", "is the input"), (raw / "spm", "lies inside the input"),
-                         (tmp_path, "holds the input")]:
+    for out, problem in [(raw, "is the input"), (tmp_path / "link", "is the input"),
+                         (raw / "spm", "lies inside the input"), (tmp_path, "holds the input")]:
         proc = cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out, "--force")
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
         assert proc.stderr.startswith(f"error: --out {out} {problem} {raw}: writing it would destroy"), proc.stderr
@@ -51,9 +51,10 @@ def test_byte_order_mark_nul_line_counts_and_one_language(cli, tmp_path):
     assert proc.returncode == 1 and "line 1 holds an invisible character, U+0000 NULL at column 4" in proc.stderr
     (raw / "valid.de").write_text("ein Satz\n" * 49)
     proc = cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", tmp_path / "o2")
-    assert proc.returncode == 1 and proc.stderr == (f"error: {raw / 'valid.en'} has 50 lines but {raw / 'valid.de'} has "
-                                                    "49: a parallel corpus has one sentence per line on both sides, in "
-                                                    "the same order; align the files first\n")
-    proc = cli("spm_prepare", "--data", raw, "--src", "en", "--tgt", "en", "--vocab-size", 100, "--out", tmp_path / "o2")
+    assert proc.returncode == 1 and proc.stderr == (
+        f"error: {raw / 'valid.en'} has 50 lines but {raw / 'valid.de'} has 49: a parallel corpus has one sentence "
+        "per line on both sides, in the same order; align the files first\n")
+    proc = cli("spm_prepare", "--data", raw, "--src", "en", "--tgt", "en", "--vocab-size", 100,
+               "--out", tmp_path / "o2")
     assert proc.returncode == 1 and proc.stderr.startswith("error: --src and --tgt are both 'en'")
     assert not (tmp_path / "o2").exists()

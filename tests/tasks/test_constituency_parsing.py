@@ -7,8 +7,7 @@ import torch
 from fairseq.data import Dictionary
 
 from attn_only_plugin.parsing.linearize import delinearize
-from attn_only_plugin.tasks.constituency_parsing import (ConstituencyParsingTask, ParsingConfig,
-                                                         TreeConstraints)
+from attn_only_plugin.tasks.constituency_parsing import ConstituencyParsingTask, ParsingConfig, TreeConstraints
 from helpers import build_model, make_dictionary
 
 LABELS = ("S", "NP", "VP", "PP")
@@ -120,7 +119,7 @@ def test_constrained_beam_search_of_an_untrained_model_gives_trees():
     sample = {"id": torch.tensor([40, 41, 42]),
               "net_input": {"src_tokens": src, "src_lengths": torch.tensor([n + 1 for n in lengths])}}
     hypos = task.inference_step(generator, [model], sample)
-    for n, beam in zip(lengths, hypos):
+    for n, beam in zip(lengths, hypos, strict=True):
         assert len(beam) == 5
         for hypo in beam:
             tokens = [tgt_dict[t] for t in hypo["tokens"].tolist()]
@@ -214,7 +213,7 @@ def test_constrained_beam_search_copies_the_source_words():
     src = source_batch(src_dict, *sentences)
     sample = {"id": torch.tensor([0, 1]),
               "net_input": {"src_tokens": src, "src_lengths": src.ne(src_dict.pad()).sum(1)}}
-    for sentence, beam in zip(sentences, task.inference_step(generator, [model], sample)):
+    for sentence, beam in zip(sentences, task.inference_step(generator, [model], sample), strict=True):
         for hypo in beam:
             tokens = [tgt_dict[t] for t in hypo["tokens"].tolist()][:-1]
             assert delinearize(tokens, sentence.split()).words() == sentence.split()

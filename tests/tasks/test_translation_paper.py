@@ -4,9 +4,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from attn_only_plugin.tasks.translation_paper import (GNMTSequenceGenerator, PaperTranslationConfig,
-                                                      PaperTranslationTask, gnmt_length_penalty,
-                                                      rescale_for_gnmt)
+from attn_only_plugin.tasks.translation_paper import (
+    GNMTSequenceGenerator,
+    PaperTranslationConfig,
+    PaperTranslationTask,
+    gnmt_length_penalty,
+    rescale_for_gnmt,
+)
 from helpers import build_model, make_dictionary
 
 

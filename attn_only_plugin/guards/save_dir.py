@@ -37,7 +37,6 @@ import re
 
 from .errors import PluginError
 
-
 LOCK_NAME = ".train.lock"
 DEFAULT_RESTORE = "checkpoint_last.pt"  # fairseq's default --restore-file, read from --save-dir
 CHECKPOINT_NAME = re.compile(r"^checkpoint.*\.pt$")
@@ -136,7 +135,8 @@ def check_restore_file(path: str, save_dir: str) -> None:
         example = f", e.g. --restore-file {inside}" if os.path.isfile(inside) else ""
         raise PluginError(f"--restore-file {path} is a folder, not a checkpoint: name a checkpoint file{example}")
     in_save_dir = os.path.join(save_dir, path)
-    hint = f"; did you mean --restore-file {in_save_dir}?" if not os.path.isabs(path) and os.path.isfile(in_save_dir) else ""
+    guess = not os.path.isabs(path) and os.path.isfile(in_save_dir)
+    hint = f"; did you mean --restore-file {in_save_dir}?" if guess else ""
     raise PluginError(f"--restore-file {path} does not exist: give an existing checkpoint (a relative path is read "
                       f"from the current folder, not from --save-dir{hint})")
 

@@ -18,6 +18,8 @@ Set ATTN_ONLY_TRACEBACK=1 to see the full traceback.
 import os
 import sys
 
+from .explain import explain, find_in_chain
+
 
 class PluginError(ValueError):
     """A user-facing error: bad configuration, bad input or an incompatible checkpoint."""
@@ -36,18 +38,6 @@ _FAIRSEQ_INPUT_ERRORS = {
                                   "paper_adam since 2026-11-24): resume with its --optimizer, or keep the weights "
                                   "and start new moments with --reset-optimizer",
 }
-
-
-def find_in_chain(exc, matches):
-    """The first exception in exc's chain (exc, its __cause__ or __context__, theirs, ...) for
-    which matches(e) is true, or None."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if matches(exc):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
 
 
 def _fix_for(exc):
@@ -77,7 +67,6 @@ def _child_line(exc) -> str:
     fix = _fix_for(Exception(message))
     if name == "PluginError" or fix is not None:
         return message + (f": {fix}" if fix else "")
-    from .explain import explain
     explained = explain(RuntimeError(message))
     where = f"process {getattr(exc, 'error_index', '?')} of the distributed run"
     return f"{where}: {explained}" if explained else f"{where} failed with {name}: {message[:300]}; {UNEXPECTED}"
@@ -92,7 +81,6 @@ def one_line(exc) -> str:
     err, fix = _find_plugin_error(exc)
     if err is not None:
         return f"{err}" + (f": {fix}" if fix else "")
-    from .explain import explain
     explained = explain(exc)
     if explained:
         return explained

@@ -45,8 +45,9 @@ def _numpy_globals():
 
 
 def _fairseq_enums():
-    from fairseq.dataclass import constants
     from enum import Enum
+
+    from fairseq.dataclass import constants
     return [v for v in vars(constants).values() if isinstance(v, type) and issubclass(v, Enum) and v is not Enum]
 
 
@@ -124,7 +125,6 @@ def load_checkpoint(path) -> dict:
     (averaging reads many), checked to be a dict with a 'model' entry. A refused, unreadable or
     non-fairseq file raises a one-line PluginError; FileNotFoundError passes through for the caller
     to phrase."""
-    from .errors import PluginError
     try:
         try:
             state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
@@ -153,7 +153,8 @@ def structure_error(path, state):
         what = f"a dict without a 'model' state dict (its keys: {keys})"
     else:
         kind = type(state)
-        what = "a " + (kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}")
+        package = "" if kind.__module__ == "builtins" else kind.__module__.split(".")[0] + "."
+        what = f"a {package}{kind.__name__}"
     return PluginError(f"{path} is not a fairseq checkpoint ({what}): give a checkpoint that fairseq-train wrote "
                        "(checkpoint_best.pt, checkpoint_last.pt, checkpoint_E_U.pt in its --save-dir)")
 
@@ -225,5 +226,5 @@ def install() -> None:
         torch.serialization.add_safe_globals(allowed_globals())
     from fairseq import checkpoint_utils
 
-    from .fairseq_fixes import wrap_once
+    from .wrap import wrap_once
     wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _refusing_loader)

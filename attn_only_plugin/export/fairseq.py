@@ -13,7 +13,7 @@ from typing import Dict
 import torch
 from torch import Tensor
 
-from .errors import PluginError
+from ..guards.errors import PluginError
 
 # (ours, fairseq) name fragments inside one layer, same shapes on both sides
 _LAYER_MAP = {

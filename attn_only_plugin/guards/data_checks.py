@@ -17,7 +17,7 @@ import os
 import struct
 
 from .errors import PluginError
-from .fairseq_fixes import wrap_once
+from .wrap import wrap_once
 
 REBUILD = "rebuild the data-bin with fairseq-preprocess"
 _MMAP_MAGIC = b"MMIDIDX\x00\x00"

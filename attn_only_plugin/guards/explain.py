@@ -4,12 +4,11 @@ errors.py's hook asks explain(exc) for every exception that ends a run and is no
 the answer is the line to print (without `error: `), or None when the exception is not one of
 these and is shown as unexpected. Only causes the exception itself identifies are here; bad input
 that fairseq reports without naming the file or flag is checked where it is read (data_checks.py,
-input_checks.py, save_dir.py).
+input_checks.py, save_dir.py). find_in_chain, which both use, is here: errors.py imports this
+module, never the other way round.
 """
 import errno
 import re
-
-from .errors import find_in_chain
 
 NO_GPU = ("this machine has no usable CUDA GPU: drop --fp16/--bf16/--amp and pass --cpu to fairseq's "
           "commands, or device='cpu' to attn_only_plugin.load")
@@ -44,6 +43,18 @@ OS_FIXES = {
     errno.EISDIR: "that is a folder, not a file: name a file",
     errno.ENOENT: "check the path",
 }
+
+
+def find_in_chain(exc, matches):
+    """The first exception in exc's chain (exc, its __cause__ or __context__, theirs, ...) for
+    which matches(e) is true, or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if matches(exc):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _os_error(exc):
@@ -81,7 +92,7 @@ def explain(exc):
     if found is not None:
         return _config_error(found)
     for pattern, say in _MESSAGES:
-        found = find_in_chain(exc, lambda e: re.search(pattern, str(e)) is not None)
+        found = find_in_chain(exc, lambda e, pattern=pattern: re.search(pattern, str(e)) is not None)
         if found is not None:
             return say(re.search(pattern, str(found)))
     found = find_in_chain(exc, lambda e: isinstance(e, OSError) and _os_error(e) is not None)

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import List, Optional, Tuple, Union
 
-from .errors import PluginError
+from ..guards.errors import PluginError
 from .hub import _batch, _check_sentence, _not_bytes, _whole, check_decoding, check_device, too_long
 
 FAIRSEQ_SPECIALS = 4  # <s> <pad> </s> <unk> open every fairseq dictionary
@@ -29,7 +29,7 @@ def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str,
     """Load an exported model folder with the sentencepiece model `spm_model` (None: input is
     already segmented). compute_type: CTranslate2's ("default" = as exported; "int8", "float16",
     ...); inter_threads batches translated in parallel, intra_threads threads each (0: all cores)."""
-    from .export import INFO_FILE, require_ctranslate2
+    from ..export import INFO_FILE, require_ctranslate2
     ctranslate2 = require_ctranslate2()
     check_device(device)
     _whole(inter_threads, "inter_threads", 1)
@@ -47,7 +47,7 @@ def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str,
         raise PluginError(f"device={device!r}: this machine has no usable CUDA GPU: pass device='cpu' to "
                           "load_ctranslate2 (translate_ctranslate2.py: --device cpu)")
     if sp is not None:
-        from .input_checks import check_spm_matches_dictionary
+        from ..guards.input_checks import check_spm_matches_dictionary
         vocab = SimpleNamespace(symbols=_source_vocabulary(model_dir), nspecial=FAIRSEQ_SPECIALS)
         check_spm_matches_dictionary(sp, vocab, spm_model, f"the source vocabulary of {model_dir}")
     try:
@@ -63,7 +63,8 @@ def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str,
 
 def _sentencepiece(path):
     import sentencepiece
-    from .input_checks import reading_sentencepiece
+
+    from ..guards.input_checks import reading_sentencepiece
     with reading_sentencepiece(path):
         return sentencepiece.SentencePieceProcessor(model_file=str(path))
 
@@ -115,7 +116,7 @@ class CTranslate2Translator:
             results = self.translator.translate_batch(
                 [tokens[i] for i in chunk], beam_size=beam, length_penalty=lenpen, min_decoding_length=1,
                 max_decoding_length=max(1, cap), max_input_length=0, return_scores=True)
-            for i, r in zip(chunk, results):
+            for i, r in zip(chunk, results, strict=True):
                 out[i] = (self.decode(r.hypotheses[0]), r.hypotheses[0], r.scores[0])
         return out
 

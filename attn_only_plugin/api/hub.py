@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 from typing import List, Optional, Union
 
-from .errors import PluginError
-from .hidden_chars import find_hidden
+from ..guards.errors import PluginError
+from ..guards.hidden_chars import find_hidden
 
 
 def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_last.pt",
@@ -40,7 +40,7 @@ def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_la
     if str(device).startswith("cuda"):
         import torch
         if not torch.cuda.is_available():
-            from .explain import NO_GPU
+            from ..guards.explain import NO_GPU
             raise PluginError(f"device={device!r}: {NO_GPU}")
     kwargs = dict(overrides)
     if spm_model is not None:
@@ -49,7 +49,7 @@ def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_la
         str(checkpoint_dir), checkpoint_file=checkpoint_file,
         data_name_or_path=str(data or checkpoint_dir), user_dir=str(Path(__file__).parent), **kwargs)
     if spm_model is not None:
-        from .input_checks import check_spm_matches_dictionary
+        from ..guards.input_checks import check_spm_matches_dictionary
         check_spm_matches_dictionary(hub.bpe.sp, hub.src_dict, spm_model,
                                      f"the source dictionary in {data or checkpoint_dir}")
     hub.eval()

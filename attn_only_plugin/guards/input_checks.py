@@ -20,10 +20,11 @@ import functools
 import glob
 import os
 
-from .errors import PluginError, find_in_chain
-from .fairseq_fixes import wrap_once
+from .errors import PluginError
+from .explain import find_in_chain
 from .hidden_chars import REMOVE, find_hidden, strip_bom
 from .safe_load import non_finite
+from .wrap import wrap_once
 
 # a sentencepiece model fits a dictionary when at least this share of its (non-special) entries
 # are pieces of the model: fairseq-preprocess on sentencepiece output gives 100%; rare characters
@@ -204,6 +205,7 @@ def _checked_train_step(original):
 def install() -> None:
     """Wrap the fairseq entry points listed in the module docstring. Idempotent."""
     import sys
+
     from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE
     from fairseq.tasks.fairseq_task import FairseqTask
     from fairseq.tasks.translation import TranslationTask

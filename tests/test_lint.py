@@ -1,0 +1,43 @@
+"""The tree keeps pyproject.toml's ruff settings (`ruff check .` finds nothing), ruff does read them
+(a file breaking them is reported), and the installed scripts are every scripts/*.py."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUFF = Path(sys.executable).parent / "ruff"
+
+
+def ruff(*args, cwd=ROOT) -> subprocess.CompletedProcess:
+    if not RUFF.exists():
+        pytest.fail(f"{RUFF} is missing: run `bash scripts/install.sh` (it installs ruff)")
+    return subprocess.run([str(RUFF), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_the_tree_is_lint_clean():
+    proc = ruff("check", "--no-cache", ".")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_the_settings_are_the_projects(tmp_path):
+    """One finding per selected family, at the project's line length of 120 (121 is too long)."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import sys\nimport os\n\n\n"                    # I001: not sorted; F401: unused
+                   f"x = {'1' * 116}\n"                            # 120 characters: allowed
+                   f"y = {'1' * 117}\n"                            # 121: E501
+                   "z = [a for a, b in zip(range(2), range(3))]\n"  # B905: zip without strict=
+                   "w = '%d' % 1 \n")                              # UP031; W291: trailing space
+    proc = ruff("check", "--no-cache", "--config", ROOT / "pyproject.toml", "--output-format", "concise", bad.name,
+                cwd=tmp_path)
+    found = {line.split(" ")[1] for line in proc.stdout.splitlines() if line.startswith("bad.py:")}
+    assert proc.returncode == 1 and found == {"I001", "F401", "E501", "B905", "UP031", "W291"}, proc.stdout
+    assert "bad.py:6:" in proc.stdout and "bad.py:5:" not in proc.stdout
+
+
+def test_every_script_is_installed():
+    """pyproject.toml lists the scripts that go on the venv's PATH one by one (setuptools takes no glob)."""
+    tomllib = pytest.importorskip("tomllib")  # the standard library's from Python 3.11
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["script-files"]
+    assert sorted(listed) == sorted(f"scripts/{p.name}" for p in (ROOT / "scripts").glob("*.py"))
