@@ -232,9 +232,15 @@ def test_misspelt_hydra_config_keys(setup, tmp_path):
 # text whose encoding hides characters -------------------------------------------------------------
 
 def test_hidden_characters_in_interactive_input(setup, checkpoint, tmp_path):
-    proc = interactive(setup, checkpoint, "\ufeff1 2 3\n4 5\n")
-    one_line_error(proc, "input line 1 holds an invisible character, U+FEFF ZERO WIDTH NO-BREAK SPACE at column 1",
+    # a byte order mark that starts the input is an encoding mark (stripped, reliability.md row 105); inside text,
+    # here the start of line 2, it is an invisible character
+    proc = interactive(setup, checkpoint, "1 2 3\n\ufeff4 5\n")
+    one_line_error(proc, "input line 2 holds an invisible character, U+FEFF BYTE ORDER MARK at column 1",
                    "remove it first")
+    with_bom = interactive(setup, checkpoint, "\ufeff1 2 3\n4 5\n")
+    plain = interactive(setup, checkpoint, "1 2 3\n4 5\n")
+    hyps = [[line for line in p.stdout.splitlines() if line.startswith(("S-", "H-"))] for p in (with_bom, plain)]
+    assert with_bom.returncode == 0 and len(hyps[0]) == 4 and hyps[0] == hyps[1], with_bom.stderr[-2000:]
     from attn_only_plugin.guards.input_checks import read_input_lines
     (tmp_path / "clean").write_text("1 2\n3 4\n")
     assert list(read_input_lines(str(tmp_path / "clean"), 10)) == [["1 2", "3 4"]]  # the control
