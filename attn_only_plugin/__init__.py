@@ -13,6 +13,7 @@ dictionaries, .bin/.idx files, split sizes, --beam, --update-freq: guards/data_c
 every error that ends a run into a one-line message (guards/errors.py, guards/explain.py).
 The layers (which folder may import which) are in docs/development.md and pyproject.toml.
 """
+
 import sys
 
 __version__ = "0.1.0"
@@ -39,10 +40,20 @@ from .api import hub, hub_ctranslate2  # noqa: E402
 from .export import fairseq as _export_fairseq  # noqa: E402
 from .guards import atomic, explain, hidden_chars, results_file, save_dir  # noqa: E402
 
-_OLD_PATHS = {"input_checks": input_checks, "data_checks": data_checks, "hidden_chars": hidden_chars,
-              "safe_load": safe_load, "save_dir": save_dir, "results_file": results_file, "atomic": atomic,
-              "errors": errors, "explain": explain, "hub": hub, "hub_ctranslate2": hub_ctranslate2,
-              "convert": _export_fairseq}
+_OLD_PATHS = {
+    "input_checks": input_checks,
+    "data_checks": data_checks,
+    "hidden_chars": hidden_chars,
+    "safe_load": safe_load,
+    "save_dir": save_dir,
+    "results_file": results_file,
+    "atomic": atomic,
+    "errors": errors,
+    "explain": explain,
+    "hub": hub,
+    "hub_ctranslate2": hub_ctranslate2,
+    "convert": _export_fairseq,
+}
 for _old, _module in _OLD_PATHS.items():
     sys.modules[f"{__name__}.{_old}"] = _module
     globals()[_old] = _module

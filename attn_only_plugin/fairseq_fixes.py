@@ -55,6 +55,7 @@
    of the whole token buffer, which holds padding past the current step, so it never matches. It
    now gets the tokens up to the current step, as the CUDA kernel reads them.
 """
+
 import atexit
 import functools
 import inspect
@@ -70,24 +71,37 @@ import numpy as np
 from .guards.wrap import wrap_once
 
 
-def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None, max_sentences=None,
-                  required_batch_size_multiple=1, fixed_shapes=None):
+def batch_by_size(
+    indices,
+    num_tokens_fn,
+    num_tokens_vec=None,
+    max_tokens=None,
+    max_sentences=None,
+    required_batch_size_multiple=1,
+    fixed_shapes=None,
+):
     """fairseq's batch_by_size, keeping the final partial batch (as upstream 0.12.2 does)."""
     from fairseq.data import data_utils_fast as fast
+
     if fixed_shapes is not None:
-        return _original(indices, num_tokens_fn, num_tokens_vec, max_tokens, max_sentences,
-                         required_batch_size_multiple, fixed_shapes)
+        return _original(
+            indices,
+            num_tokens_fn,
+            num_tokens_vec,
+            max_tokens,
+            max_sentences,
+            required_batch_size_multiple,
+            fixed_shapes,
+        )
     max_tokens = max_tokens if max_tokens is not None else -1
     max_sentences = max_sentences if max_sentences is not None else -1
     if not isinstance(indices, np.ndarray):
         indices = np.fromiter(indices, dtype=np.int64, count=-1)
     if num_tokens_vec is None:
-        return fast.batch_by_size_fn(indices, num_tokens_fn, max_tokens, max_sentences,
-                                     required_batch_size_multiple)
+        return fast.batch_by_size_fn(indices, num_tokens_fn, max_tokens, max_sentences, required_batch_size_multiple)
     if not isinstance(num_tokens_vec, np.ndarray):
         num_tokens_vec = np.fromiter(num_tokens_vec, dtype=np.int64, count=-1)
-    return fast.batch_by_size_vec(indices, num_tokens_vec, max_tokens, max_sentences,
-                                  required_batch_size_multiple)
+    return fast.batch_by_size_vec(indices, num_tokens_vec, max_tokens, max_sentences, required_batch_size_multiple)
 
 
 _original = None
@@ -100,6 +114,7 @@ def stop_prefetch_threads(timeout: float = 30.0) -> int:
     its loop at the next batch; we drain its queue so that put (and the final sentinel) never block.
     Returns how many threads were stopped."""
     from fairseq.data.iterators import BackgroundConsumer
+
     stopped = 0
     for thread in threading.enumerate():
         if not isinstance(thread, BackgroundConsumer) or not thread.is_alive():
@@ -125,8 +140,12 @@ def _epoch_independent_batches(get_batch_iterator):
         call.apply_defaults()
         given = call.arguments
         epoch, dataset = given["epoch"], given["dataset"]
-        reusable = (not given["disable_iterator_cache"] and not given["update_epoch_batch_itr"]
-                    and self.can_reuse_epoch_itr(dataset) and not getattr(self.cfg, "rebuild_batches", False))
+        reusable = (
+            not given["disable_iterator_cache"]
+            and not given["update_epoch_batch_itr"]
+            and self.can_reuse_epoch_itr(dataset)
+            and not getattr(self.cfg, "rebuild_batches", False)
+        )
         if epoch <= 1 or not reusable or dataset in getattr(self, "dataset_to_epoch_iter", {}):
             return get_batch_iterator(*call.args, **call.kwargs)
         given["epoch"] = 1  # fairseq logs "creating new batches for epoch 1": the batches a fresh run has
@@ -140,6 +159,7 @@ def _epoch_independent_batches(get_batch_iterator):
 
 def _local(path) -> bool:
     from fairseq.file_io import PathManager
+
     return not PathManager.path_requires_pathmanager(str(path))
 
 
@@ -150,6 +170,7 @@ def write_atomic(path, write) -> None:
     machine: the data are on disk before the rename); the temporary file is removed if write raises.
     PATH.tmp is a fixed name, so a file left by a kill is overwritten by the next write, not piled up."""
     from .guards.atomic import atomic_output
+
     path = os.fspath(path)
     with atomic_output(path, "wb", tmp_path=path + ".tmp") as f:
         write(f)
@@ -157,6 +178,7 @@ def write_atomic(path, write) -> None:
 
 def _atomic_copy(copy):
     """PathManager.copy for local files through write_atomic; other paths (iopath handlers) as before."""
+
     def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
         if not (_local(src_path) and _local(dst_path)):
             return copy(src_path, dst_path, overwrite=overwrite)
@@ -171,11 +193,13 @@ def _atomic_copy(copy):
 
 def _atomic_persistent_save(save):
     """checkpoint_utils.torch_persistent_save for local files through write_atomic (4)."""
+
     @functools.wraps(save)
     def torch_persistent_save(obj, filename, async_write: bool = False):
         if async_write or not _local(filename):
             return save(obj, filename, async_write=async_write)
         import torch
+
         write_atomic(filename, lambda f: torch.save(obj, f))
 
     return torch_persistent_save
@@ -186,9 +210,11 @@ _TORCHRUN_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
 
 def _torchrun_without_cuda(infer_init_method):
     """Wrap distributed.utils.infer_init_method so that torchrun works on CPU-only machines (5)."""
+
     @functools.wraps(infer_init_method)
     def wrapper(cfg, force_distributed=False):
         import torch
+
         launched = all(key in os.environ for key in _TORCHRUN_ENV) and int(os.environ["WORLD_SIZE"]) > 1
         if not launched or cfg.distributed_init_method is not None or torch.cuda.device_count() > 0:
             return infer_init_method(cfg, force_distributed)
@@ -203,6 +229,7 @@ def _torchrun_without_cuda(infer_init_method):
 
 def _stop_at_max_update(train):
     """Wrap fairseq_cli.train.train (one epoch): nothing to do once --max-update is reached (6)."""
+
     @functools.wraps(train)
     def wrapper(cfg, trainer, task, epoch_itr):
         max_update = cfg.optimization.max_update
@@ -216,6 +243,7 @@ def _stop_at_max_update(train):
 def _new_model_fields(overwrite_args_by_name):
     """Wrap checkpoint_utils.overwrite_args_by_name: overrides of our model's fields reach a stored
     config that lacks them (9)."""
+
     @functools.wraps(overwrite_args_by_name)
     def wrapper(cfg, overrides):
         from dataclasses import fields
@@ -224,6 +252,7 @@ def _new_model_fields(overwrite_args_by_name):
         from omegaconf import DictConfig, open_dict
 
         from .models.transformer import TransformerConfig
+
         model = cfg.get("model") if isinstance(cfg, DictConfig) else None
         name = model.get("_name") if isinstance(model, DictConfig) else None
         if overrides and ARCH_MODEL_NAME_REGISTRY.get(name, name) == "attn_only_transformer":
@@ -238,6 +267,7 @@ def _new_model_fields(overwrite_args_by_name):
 
 def _diverse_beam_rows(step_fn):
     """Wrap search.DiverseBeamSearch.step: sentence ids -> rows of the first step's batch (10)."""
+
     @functools.wraps(step_fn)
     def step(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None):
         if original_batch_idxs is not None:
@@ -252,6 +282,7 @@ def _diverse_beam_rows(step_fn):
 
 def _ngrams_up_to_step(no_repeat_ngram):
     """Wrap NGramRepeatBlock._no_repeat_ngram: the tokens generated so far, not the padded buffer (11)."""
+
     @functools.wraps(no_repeat_ngram)
     def wrapper(self, tokens, lprobs, bsz: int, beam_size: int, step: int):
         return no_repeat_ngram(self, tokens[:, : step + 1], lprobs, bsz, beam_size, step)
@@ -267,6 +298,7 @@ def install() -> None:
     from fairseq.distributed import utils as distributed_utils
     from fairseq.file_io import PathManager
     from fairseq.tasks import FairseqTask
+
     if data_utils.batch_by_size is not batch_by_size:
         _original = data_utils.batch_by_size
         data_utils.batch_by_size = batch_by_size
@@ -278,12 +310,14 @@ def install() -> None:
     wrap_once(checkpoint_utils, "overwrite_args_by_name", _new_model_fields)
     from fairseq import search
     from fairseq.ngram_repeat_block import NGramRepeatBlock
+
     wrap_once(search.DiverseBeamSearch, "step", _diverse_beam_rows)
     wrap_once(NGramRepeatBlock, "_no_repeat_ngram", _ngrams_up_to_step)
     train_cli = sys.modules.get("fairseq_cli.train")  # loaded only when fairseq-train is what runs
     if train_cli is not None:
         wrap_once(train_cli, "train", _stop_at_max_update)
     from .guards import results_file, save_dir  # (7, 8), each in a module of its own
+
     wrap_once(checkpoint_utils, "verify_checkpoint_directory", save_dir.locked_verify)
     wrap_once(checkpoint_utils, "load_checkpoint", save_dir.checked_load_checkpoint)
     generate_cli = sys.modules.get("fairseq_cli.generate")  # loaded only when fairseq-generate runs

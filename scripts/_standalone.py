@@ -13,6 +13,7 @@ The files are loaded as submodules of a stand-in package (`_attn_only_standalone
 is not run, so their relative imports (guards/errors.py imports guards/explain.py) work without
 fairseq; guards/__init__.py, which does run, imports nothing.
 """
+
 import importlib
 import importlib.machinery
 import importlib.util

@@ -26,6 +26,7 @@ this is an independent implementation. Departures from the paper and from fairse
   folder holding one; an existing --output is replaced only with --force (atomic.check_output);
   the output is written atomically (temporary file in the same folder + os.replace).
 """
+
 import argparse
 import logging
 import re
@@ -71,10 +72,12 @@ def load_checkpoint(path: Path) -> dict:
     found = safe_load.non_finite(state["model"])
     if found is not None:
         name, bad, total = found
-        raise PluginError(f"{path} holds non-finite weights: {name} has {bad} NaN/inf of its {total} values, which "
-                          "would make the average NaN/inf: leave it out of --inputs (with --num-*-checkpoints, set "
-                          "--checkpoint-upper-bound below it) and average checkpoints from before the training "
-                          "diverged")
+        raise PluginError(
+            f"{path} holds non-finite weights: {name} has {bad} NaN/inf of its {total} values, which "
+            "would make the average NaN/inf: leave it out of --inputs (with --num-*-checkpoints, set "
+            "--checkpoint-upper-bound below it) and average checkpoints from before the training "
+            "diverged"
+        )
     return state
 
 
@@ -94,12 +97,15 @@ def check_same_layout(reference: Dict[str, torch.Tensor], model: Dict[str, torch
     if differing:
         key = differing[0]
         where = path if key in model else first
-        raise PluginError(f"{path} does not match {first}: parameter {key} is only in {where} "
-                          "(a different architecture?)")
+        raise PluginError(
+            f"{path} does not match {first}: parameter {key} is only in {where} (a different architecture?)"
+        )
     for key, tensor in reference.items():
         if tuple(model[key].shape) != tuple(tensor.shape):
-            raise PluginError(f"{path} does not match {first}: {key} has shape {tuple(model[key].shape)} "
-                              f"there but {tuple(tensor.shape)} in the first (a different architecture?)")
+            raise PluginError(
+                f"{path} does not match {first}: {key} has shape {tuple(model[key].shape)} "
+                f"there but {tuple(tensor.shape)} in the first (a different architecture?)"
+            )
 
 
 def _sum_dtype(t: torch.Tensor) -> torch.dtype:
@@ -116,8 +122,11 @@ def average_checkpoints(paths: List[Path]) -> dict:
     state = load_checkpoint(paths[0])
     reference = state["model"]
     aliases = storage_aliases(reference)
-    sums = {name: t.to(_sum_dtype(t), copy=True) for name, t in reference.items()
-            if aliases[name] == name and t.is_floating_point()}
+    sums = {
+        name: t.to(_sum_dtype(t), copy=True)
+        for name, t in reference.items()
+        if aliases[name] == name and t.is_floating_point()
+    }
     for i, path in enumerate(paths[1:], start=2):
         log(f"{i}/{len(paths)} {path}")
         model = load_checkpoint(path)["model"]
@@ -147,8 +156,9 @@ def save_atomic(state: dict, output: Path) -> None:
         torch.save(state, f)
 
 
-def resolve_inputs(inputs: List[Path], num_epoch: Optional[int], num_update: Optional[int],
-                   upper_bound: Optional[int]) -> List[Path]:
+def resolve_inputs(
+    inputs: List[Path], num_epoch: Optional[int], num_update: Optional[int], upper_bound: Optional[int]
+) -> List[Path]:
     """fairseq's rules: with --num-*-checkpoints one folder, otherwise a list of files."""
     if num_epoch is not None and num_update is not None:
         raise PluginError("give --num-epoch-checkpoints or --num-update-checkpoints, not both")
@@ -168,8 +178,11 @@ def resolve_inputs(inputs: List[Path], num_epoch: Optional[int], num_update: Opt
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--inputs", nargs="+", type=Path, required=True, help="checkpoint files, or one folder")
     p.add_argument("--output", type=Path, required=True, help="where to write the averaged checkpoint")
     p.add_argument("--force", action="store_true", help="replace an existing --output")

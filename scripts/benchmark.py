@@ -21,6 +21,7 @@ A script, not a timed test. Counts that cannot be measured (--updates, --repeats
 runs; a measuring process that fails ends the benchmark with its one-line error
 (ATTN_ONLY_TRACEBACK=1 prints its traceback too), one that dies with its exit status.
 """
+
 import argparse
 import json
 import multiprocessing as mp
@@ -42,18 +43,38 @@ from benchmarks.training import model_flops, optimizer_for, peak_tflops, train_s
 
 def check_settings(updates, warmup, repeats, batch_size=None, n_gen=None, peak=None) -> None:
     """Refuse counts that measure nothing (or divide by zero) before any process starts."""
-    for flag, value, least in (("--updates", updates, 1), ("--warmup", warmup, 0), ("--repeats", repeats, 1),
-                               ("--batch-size", batch_size, 1), ("--generate", n_gen, 1)):
+    for flag, value, least in (
+        ("--updates", updates, 1),
+        ("--warmup", warmup, 0),
+        ("--repeats", repeats, 1),
+        ("--batch-size", batch_size, 1),
+        ("--generate", n_gen, 1),
+    ):
         if value is not None and value < least:
-            raise ValueError(f"{flag} must be >= {least}, got {value}"
-                             + (": leave it out for the preset's" if flag in ("--batch-size", "--generate") else ""))
+            raise ValueError(
+                f"{flag} must be >= {least}, got {value}"
+                + (": leave it out for the preset's" if flag in ("--batch-size", "--generate") else "")
+            )
     if peak is not None and not peak > 0:
         raise ValueError(f"--peak-tflops must be > 0, got {peak}: leave it out when the device's peak is not known")
 
 
-def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_size=None, n_gen=None,
-        parts=("training", "generation"), batching="random", peak=None, optimizer="recipe", recompute=False,
-        ct2=True):
+def run(
+    preset,
+    device="cpu",
+    amp=False,
+    updates=5,
+    warmup=2,
+    repeats=3,
+    batch_size=None,
+    n_gen=None,
+    parts=("training", "generation"),
+    batching="random",
+    peak=None,
+    optimizer="recipe",
+    recompute=False,
+    ct2=True,
+):
     """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak)
     shape = PRESETS[preset]
@@ -62,12 +83,23 @@ def run(preset, device="cpu", amp=False, updates=5, warmup=2, repeats=3, batch_s
     peak = peak_tflops(device, amp, peak)
     train, gen = {}, {}
     if "training" in parts:
-        train = training_part(shape, device, amp, updates, warmup, repeats, batch_size, batching, peak, optimizer,
-                              recompute)
+        train = training_part(
+            shape, device, amp, updates, warmup, repeats, batch_size, batching, peak, optimizer, recompute
+        )
     if "generation" in parts:
         gen = generation_part(shape, device, amp, n_gen, batch_size, batching, repeats, ct2)
-    return dict(preset=preset, shape=shape, device=device, amp=amp, threads=int(os.environ.get("OMP_NUM_THREADS", 0)),
-                batching=batching, batch_size=batch_size, peak_tflops=peak, training=train, generation=gen)
+    return dict(
+        preset=preset,
+        shape=shape,
+        device=device,
+        amp=amp,
+        threads=int(os.environ.get("OMP_NUM_THREADS", 0)),
+        batching=batching,
+        batch_size=batch_size,
+        peak_tflops=peak,
+        training=train,
+        generation=gen,
+    )
 
 
 def training_part(shape, device, amp, updates, warmup, repeats, batch_size, batching, peak, optimizer, recompute):
@@ -78,18 +110,24 @@ def training_part(shape, device, amp, updates, warmup, repeats, batch_size, batc
     train = in_process(ctx, train_speed, shape, device, amp, updates, warmup, repeats, batch_size, batching, optimizer)
     for which, t in train.items():
         print(f"[benchmark] training memory: {which}", file=sys.stderr)
-        t["peak_mib"] = in_process(ctx, train_memory, which, shape, device, amp, max(2, warmup + 1), batch_size,
-                                   batching, optimizer)
+        t["peak_mib"] = in_process(
+            ctx, train_memory, which, shape, device, amp, max(2, warmup + 1), batch_size, batching, optimizer
+        )
         t["optimizer"] = optimizer_for(which, optimizer)
         t["tokens_per_s"] = statistics.median(t["tokens_per_s_per_repeat"])
         t["flops_per_s"] = statistics.median(t.pop("flops_per_s_per_repeat"))
         t["mfu"] = t["flops_per_s"] / (peak * 1e12) if peak else None
     if recompute:
         print("[benchmark] training memory: ours with --checkpoint-activations", file=sys.stderr)
-        train["ours"]["peak_mib_checkpointed"] = in_process(ctx, train_memory, "ours", shape, device, amp,
-                                                            max(2, warmup + 1), batch_size, batching, optimizer, True)
-    train["ratio_per_repeat"] = [o / f for o, f in zip(train["ours"]["tokens_per_s_per_repeat"],
-                                                       train["fairseq"]["tokens_per_s_per_repeat"], strict=False)]
+        train["ours"]["peak_mib_checkpointed"] = in_process(
+            ctx, train_memory, "ours", shape, device, amp, max(2, warmup + 1), batch_size, batching, optimizer, True
+        )
+    train["ratio_per_repeat"] = [
+        o / f
+        for o, f in zip(
+            train["ours"]["tokens_per_s_per_repeat"], train["fairseq"]["tokens_per_s_per_repeat"], strict=False
+        )
+    ]
     return train
 
 
@@ -97,43 +135,74 @@ def generation_part(shape, device, amp, n_gen, batch_size, batching, repeats, ct
     """Beam-4 generation (benchmarks/generation.py) in this process, in batches of half a training
     batch; without the ctranslate2 package, without its columns and a line saying so."""
     if ct2 and not importable("ctranslate2"):
-        print("[benchmark] ctranslate2 is not installed: no CTranslate2 columns (bash scripts/install.sh; on a GPU "
-              "machine the wheel in .gpu_bundle_ct2/, docs/speed.md)", file=sys.stderr)
+        print(
+            "[benchmark] ctranslate2 is not installed: no CTranslate2 columns (bash scripts/install.sh; on a GPU "
+            "machine the wheel in .gpu_bundle_ct2/, docs/speed.md)",
+            file=sys.stderr,
+        )
         ct2 = False
     print(f"[benchmark] generation, beam 4{', fp16' if amp and device == 'cuda' else ''}", file=sys.stderr)
-    return generation(shape, device, n_gen, max(1, batch_size // 2), batching, repeats,
-                      half=amp and device == "cuda", ct2=ct2)
+    return generation(
+        shape, device, n_gen, max(1, batch_size // 2), batching, repeats, half=amp and device == "cuda", ct2=ct2
+    )
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--amp", action="store_true",
-                   help="mixed precision: on CUDA fp16 autocast training and fp16 generation; "
-                        "on a CPU bf16 autocast training")
+    p.add_argument(
+        "--amp",
+        action="store_true",
+        help="mixed precision: on CUDA fp16 autocast training and fp16 generation; on a CPU bf16 autocast training",
+    )
     p.add_argument("--updates", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--batch-size", type=int,
-                   help="sentences per training batch, half as many per generation batch "
-                        f"(default: the preset's, {BATCH_SIZE})")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        help=f"sentences per training batch, half as many per generation batch (default: the preset's, {BATCH_SIZE})",
+    )
     p.add_argument("--generate", type=int, help="sentences to translate (default: two batches of --batch-size)")
-    p.add_argument("--parts", nargs="+", choices=["training", "generation"], default=["training", "generation"],
-                   help="what to measure (default: both)")
-    p.add_argument("--batching", choices=["random", "sorted"], default="random",
-                   help="random: lengths drawn per sentence; sorted: one source length per batch, as "
-                        "fairseq's length-sorted batching gives (default: random)")
-    p.add_argument("--peak-tflops", type=float,
-                   help="the device's peak rate for MFU (default: the data sheet's, for known GPUs)")
-    p.add_argument("--optimizer", choices=["recipe", "adam", "paper_adam"], default="recipe",
-                   help="recipe: each model with the one its fairseq-train command names (fairseq's adam for the "
-                        "built-in, paper_adam for ours); adam or paper_adam: that one for both (default: recipe)")
-    p.add_argument("--checkpoint-activations", action="store_true",
-                   help="also measure ours training with --checkpoint-activations (peak memory only)")
-    p.add_argument("--no-ctranslate2", action="store_true",
-                   help="leave out the CTranslate2 generation columns (they need the ctranslate2 package)")
+    p.add_argument(
+        "--parts",
+        nargs="+",
+        choices=["training", "generation"],
+        default=["training", "generation"],
+        help="what to measure (default: both)",
+    )
+    p.add_argument(
+        "--batching",
+        choices=["random", "sorted"],
+        default="random",
+        help="random: lengths drawn per sentence; sorted: one source length per batch, as "
+        "fairseq's length-sorted batching gives (default: random)",
+    )
+    p.add_argument(
+        "--peak-tflops", type=float, help="the device's peak rate for MFU (default: the data sheet's, for known GPUs)"
+    )
+    p.add_argument(
+        "--optimizer",
+        choices=["recipe", "adam", "paper_adam"],
+        default="recipe",
+        help="recipe: each model with the one its fairseq-train command names (fairseq's adam for the "
+        "built-in, paper_adam for ours); adam or paper_adam: that one for both (default: recipe)",
+    )
+    p.add_argument(
+        "--checkpoint-activations",
+        action="store_true",
+        help="also measure ours training with --checkpoint-activations (peak memory only)",
+    )
+    p.add_argument(
+        "--no-ctranslate2",
+        action="store_true",
+        help="leave out the CTranslate2 generation columns (they need the ctranslate2 package)",
+    )
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
     try:
@@ -141,9 +210,24 @@ def main(argv=None) -> None:
     except ValueError as e:
         sys.exit(f"error: {e}")
     import attn_only_plugin  # noqa: F401  (its one-line errors here too, as in the measuring processes)
+
     try:
-        r = run(a.preset, a.device, a.amp, a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.parts,
-                a.batching, a.peak_tflops, a.optimizer, a.checkpoint_activations, ct2=not a.no_ctranslate2)
+        r = run(
+            a.preset,
+            a.device,
+            a.amp,
+            a.updates,
+            a.warmup,
+            a.repeats,
+            a.batch_size,
+            a.generate,
+            a.parts,
+            a.batching,
+            a.peak_tflops,
+            a.optimizer,
+            a.checkpoint_activations,
+            ct2=not a.no_ctranslate2,
+        )
     except WorkerError as e:
         sys.exit(f"error: {e}")
     print(table(r))

@@ -11,6 +11,7 @@ tokenized here (sacreBLEU with tokenize='none', force=True). Departure: the scor
 sacreBLEU (exponential smoothing of zero n-gram counts, as sacreBLEU's default) instead of
 multi-bleu.perl; on a corpus with no zero counts the two agree.
 """
+
 import argparse
 import re
 import sys
@@ -33,14 +34,19 @@ def split_compounds(line: str) -> str:
 def compound_split_bleu(hyps, refs):
     """Corpus BLEU of tokenized hypotheses against one tokenized reference each, compounds split."""
     import sacrebleu
+
     check_aligned(hyps, refs)
-    return sacrebleu.corpus_bleu([split_compounds(h) for h in hyps], [[split_compounds(r) for r in refs]],
-                                 tokenize="none", force=True)
+    return sacrebleu.corpus_bleu(
+        [split_compounds(h) for h in hyps], [[split_compounds(r) for r in refs]], tokenize="none", force=True
+    )
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("hypotheses", type=Path, help="tokenized hypotheses, one sentence per line")
     p.add_argument("references", type=Path, help="tokenized references, the same number of lines")
     a = p.parse_args(argv)

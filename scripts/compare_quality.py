@@ -25,6 +25,7 @@ made it matches: its fairseq-train and fairseq-generate commands and the data-bi
 and sizes), recorded in WORK/RUN/settings.json; a run made otherwise is refused in one line. A
 script, not a test: it trains real models.
 """
+
 import argparse
 import json
 import os
@@ -40,12 +41,34 @@ import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its on
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = dict(layers=2, d_model=128, d_ff=512, heads=4)  # the issue-20 shape; --layers etc. override
-ALIKE = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-         "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-9",
-         "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt"]
-PAPER = ["--criterion", "paper_label_smoothed_ce", "--label-smoothing", "0.1",  # section 5.4
-         "--optimizer", "paper_adam",  # section 5.3: (0.9, 0.98, 1e-9) are its defaults
-         "--lr-scheduler", "noam", "--lr-multiplier", "0.5"]  # section 5.3, peak 2.2e-3 at d_model 128
+ALIKE = [
+    "--criterion",
+    "label_smoothed_cross_entropy",
+    "--label-smoothing",
+    "0.1",
+    "--optimizer",
+    "adam",
+    "--adam-betas",
+    "(0.9, 0.98)",
+    "--adam-eps",
+    "1e-9",
+    "--lr",
+    "2e-3",
+    "--lr-scheduler",
+    "inverse_sqrt",
+]
+PAPER = [
+    "--criterion",
+    "paper_label_smoothed_ce",
+    "--label-smoothing",
+    "0.1",  # section 5.4
+    "--optimizer",
+    "paper_adam",  # section 5.3: (0.9, 0.98, 1e-9) are its defaults
+    "--lr-scheduler",
+    "noam",
+    "--lr-multiplier",
+    "0.5",
+]  # section 5.3, peak 2.2e-3 at d_model 128
 VALID = re.compile(r"valid on 'valid' subset .*\| ppl ([0-9.]+) .*\| num_updates (\d+)")
 PROGRESS = re.compile(r"num_updates[= ](\d+)")  # train_inner: num_updates=N; epoch end: | num_updates N
 
@@ -63,13 +86,41 @@ def write_atomic(path: Path, text: str) -> None:
 def model_args(model: str, s: dict, arch: str) -> list:
     """fairseq-train's model flags: ours through --user-dir, the built-in without our model."""
     if model == "ours":
-        return ["--arch", arch, "--encoder-layers", s["layers"], "--decoder-layers", s["layers"],
-                "--d-model", s["d_model"], "--d-ff", s["d_ff"], "--heads", s["heads"]]
-    return ["--arch", "transformer", "--share-all-embeddings",
-            "--encoder-layers", s["layers"], "--decoder-layers", s["layers"],
-            "--encoder-embed-dim", s["d_model"], "--decoder-embed-dim", s["d_model"],
-            "--encoder-ffn-embed-dim", s["d_ff"], "--decoder-ffn-embed-dim", s["d_ff"],
-            "--encoder-attention-heads", s["heads"], "--decoder-attention-heads", s["heads"]]
+        return [
+            "--arch",
+            arch,
+            "--encoder-layers",
+            s["layers"],
+            "--decoder-layers",
+            s["layers"],
+            "--d-model",
+            s["d_model"],
+            "--d-ff",
+            s["d_ff"],
+            "--heads",
+            s["heads"],
+        ]
+    return [
+        "--arch",
+        "transformer",
+        "--share-all-embeddings",
+        "--encoder-layers",
+        s["layers"],
+        "--decoder-layers",
+        s["layers"],
+        "--encoder-embed-dim",
+        s["d_model"],
+        "--decoder-embed-dim",
+        s["d_model"],
+        "--encoder-ffn-embed-dim",
+        s["d_ff"],
+        "--decoder-ffn-embed-dim",
+        s["d_ff"],
+        "--encoder-attention-heads",
+        s["heads"],
+        "--decoder-attention-heads",
+        s["heads"],
+    ]
 
 
 def train_command(a, model: str, recipe: str, seed: int, save_dir: Path) -> list:
@@ -77,23 +128,63 @@ def train_command(a, model: str, recipe: str, seed: int, save_dir: Path) -> list
     extra = (a.ours_extra if model == "ours" else a.builtin_extra).split()
     sizes = {k: str(getattr(a, k)) for k in SIZES}
     # --user-dir for both: it also gives fairseq on today's torch its safe checkpoint loader.
-    return [str(Path(sys.executable).parent / "fairseq-train"), str(a.data_bin), "--user-dir", a.user_dir,
-            *model_args(model, sizes, a.arch), *recipe_args,
-            "--dropout", str(a.dropout), "--warmup-updates", str(a.warmup),
-            "--max-tokens", str(a.max_tokens), "--max-update", str(a.updates), "--seed", str(seed),
-            "--save-dir", str(save_dir), "--no-epoch-checkpoints", "--cpu", "--num-workers", "0",
-            "--log-format", "simple", "--log-interval", "100", *extra]
+    return [
+        str(Path(sys.executable).parent / "fairseq-train"),
+        str(a.data_bin),
+        "--user-dir",
+        a.user_dir,
+        *model_args(model, sizes, a.arch),
+        *recipe_args,
+        "--dropout",
+        str(a.dropout),
+        "--warmup-updates",
+        str(a.warmup),
+        "--max-tokens",
+        str(a.max_tokens),
+        "--max-update",
+        str(a.updates),
+        "--seed",
+        str(seed),
+        "--save-dir",
+        str(save_dir),
+        "--no-epoch-checkpoints",
+        "--cpu",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "100",
+        *extra,
+    ]
 
 
 def generate_command(a, checkpoint: Path) -> list:
-    return [str(Path(sys.executable).parent / "fairseq-generate"), str(a.data_bin), "--user-dir", a.user_dir,
-            "--path", str(checkpoint), "--gen-subset", "test", "--beam", "4", "--lenpen", "0.6",
-            "--max-tokens", "4000", "--remove-bpe", "sentencepiece", "--cpu"]
+    return [
+        str(Path(sys.executable).parent / "fairseq-generate"),
+        str(a.data_bin),
+        "--user-dir",
+        a.user_dir,
+        "--path",
+        str(checkpoint),
+        "--gen-subset",
+        "test",
+        "--beam",
+        "4",
+        "--lenpen",
+        "0.6",
+        "--max-tokens",
+        "4000",
+        "--remove-bpe",
+        "sentencepiece",
+        "--cpu",
+    ]
 
 
 def sacrebleu_of(generate_output: str) -> float:
     """sacreBLEU of fairseq-generate's D- (detokenized hypothesis) against its T- lines."""
     import sacrebleu
+
     hyp, ref = {}, {}
     for line in generate_output.splitlines():
         tag, _, rest = line.partition("-")
@@ -132,9 +223,11 @@ class Run:
     def settings(self) -> dict:
         """Everything that makes this run's result: its two commands and the data-bin's files."""
         data = sorted((f.name, f.stat().st_size) for f in self.a.data_bin.iterdir() if f.is_file())
-        return dict(train=train_command(self.a, self.model, self.recipe, self.seed, self.dir / "checkpoints"),
-                    generate=generate_command(self.a, self.dir / "checkpoints" / "checkpoint_last.pt"),
-                    data_bin=[list(f) for f in data])
+        return dict(
+            train=train_command(self.a, self.model, self.recipe, self.seed, self.dir / "checkpoints"),
+            generate=generate_command(self.a, self.dir / "checkpoints" / "checkpoint_last.pt"),
+            data_bin=[list(f) for f in data],
+        )
 
     def check_settings(self) -> None:
         """Refuse a run folder (finished or begun) that other settings made (issue 30, item 5)."""
@@ -143,17 +236,20 @@ class Run:
             return
         if not recorded.exists():
             if self.done() or (self.dir / "checkpoints").exists():
-                raise CompareError(f"{self.dir} holds a run with no record of its settings: give another --work, "
-                                   f"or remove {self.dir} to redo it")
+                raise CompareError(
+                    f"{self.dir} holds a run with no record of its settings: give another --work, "
+                    f"or remove {self.dir} to redo it"
+                )
             return
         old, new = json.loads(recorded.read_text()), self.settings()
         changed = [k for k in new if old.get(k) != new[k]]
         if changed:
-            what = {"train": "fairseq-train flags", "generate": "fairseq-generate flags",
-                    "data_bin": "data-bin files"}
+            what = {"train": "fairseq-train flags", "generate": "fairseq-generate flags", "data_bin": "data-bin files"}
             differ = ", ".join(what[k] for k in changed)
-            raise CompareError(f"{self.dir} holds a run made with other settings ({differ} differ): give another "
-                               f"--work, or remove {self.dir} to redo it")
+            raise CompareError(
+                f"{self.dir} holds a run made with other settings ({differ} differ): give another "
+                f"--work, or remove {self.dir} to redo it"
+            )
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -179,18 +275,32 @@ class Run:
         log = (self.dir / "train.log").read_text(errors="replace")
         if self.proc.returncode != 0:
             last = ([line for line in log.splitlines() if line.strip()][-1:] or ["(no output)"])[0]
-            raise CompareError(f"{self.name}: fairseq-train exited {self.proc.returncode}: "
-                               f"{last.removeprefix('error: ')} (log: {self.dir / 'train.log'})")
+            raise CompareError(
+                f"{self.name}: fairseq-train exited {self.proc.returncode}: "
+                f"{last.removeprefix('error: ')} (log: {self.dir / 'train.log'})"
+            )
         ppl = last_valid_ppl(log, self.a.updates)
-        gen = subprocess.run(generate_command(self.a, self.dir / "checkpoints" / "checkpoint_last.pt"),
-                             capture_output=True, text=True, env=self.env())
+        gen = subprocess.run(
+            generate_command(self.a, self.dir / "checkpoints" / "checkpoint_last.pt"),
+            capture_output=True,
+            text=True,
+            env=self.env(),
+        )
         if gen.returncode != 0:
-            raise CompareError(f"{self.name}: fairseq-generate exited {gen.returncode}: "
-                               f"{(gen.stderr.strip().splitlines() or ['(no output)'])[-1]}")
+            raise CompareError(
+                f"{self.name}: fairseq-generate exited {gen.returncode}: "
+                f"{(gen.stderr.strip().splitlines() or ['(no output)'])[-1]}"
+            )
         (self.dir / "generate.txt").write_text(gen.stdout)
-        result = dict(recipe=self.recipe, model=self.model, seed=self.seed, updates=self.a.updates,
-                      valid_ppl=ppl, bleu=round(sacrebleu_of(gen.stdout), 2),
-                      minutes=round((time.time() - self.started) / 60, 1))
+        result = dict(
+            recipe=self.recipe,
+            model=self.model,
+            seed=self.seed,
+            updates=self.a.updates,
+            valid_ppl=ppl,
+            bleu=round(sacrebleu_of(gen.stdout), 2),
+            minutes=round((time.time() - self.started) / 60, 1),
+        )
         write_atomic(self.result_file, json.dumps(result) + "\n")
         return result
 
@@ -216,8 +326,10 @@ def run_all(a, say=print) -> list:
             for run in [r for r in active if r.proc.poll() is not None]:
                 active.remove(run)
                 results.append(run.finish())
-                say(f"[quality] done {run.name}: valid ppl {results[-1]['valid_ppl']:.2f}, "
-                    f"sacreBLEU {results[-1]['bleu']:.2f} ({results[-1]['minutes']} min)")
+                say(
+                    f"[quality] done {run.name}: valid ppl {results[-1]['valid_ppl']:.2f}, "
+                    f"sacreBLEU {results[-1]['bleu']:.2f} ({results[-1]['minutes']} min)"
+                )
             if active and time.time() - last_report >= a.progress_every:
                 say("[quality] " + ", ".join(f"{r.name} {r.progress()}/{a.updates}" for r in active))
                 last_report = time.time()
@@ -248,8 +360,9 @@ def table(rows: dict) -> str:
     lines = [head, "|" + "---|" * (len(seeds) + 2)]
     for name, row in rows.items():
         cells = [f"{p:.2f} / {b:.2f}" for p, b in zip(row["valid_ppl"], row["bleu"], strict=True)]
-        mean = (f"{row['valid_ppl_mean']:.2f} ({row['valid_ppl_sd']:.2f}) / "
-                f"{row['bleu_mean']:.2f} ({row['bleu_sd']:.2f})")
+        mean = (
+            f"{row['valid_ppl_mean']:.2f} ({row['valid_ppl_sd']:.2f}) / {row['bleu_mean']:.2f} ({row['bleu_sd']:.2f})"
+        )
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {mean} |")
     return "valid perplexity / sacreBLEU\n" + "\n".join(lines)
 
@@ -265,8 +378,10 @@ def check(a) -> None:
         raise CompareError(f"--seeds must be distinct, got {a.seeds}")
     for f in ("dict.{}.txt", "train.{}.idx", "valid.{}.idx", "test.{}.idx"):
         if not list(a.data_bin.glob(f.format("*"))):
-            raise CompareError(f"{a.data_bin} has no {f.format('*')}: give a fairseq-preprocess "
-                               "--joined-dictionary output with train, valid and test splits")
+            raise CompareError(
+                f"{a.data_bin} has no {f.format('*')}: give a fairseq-preprocess "
+                "--joined-dictionary output with train, valid and test splits"
+            )
     rule = _standalone.load("guards/atomic.py")  # the shared rule for outputs (issue 30)
     try:
         rule.check_output(a.work, [a.data_bin], force=True, flag="--work")  # an existing --work is continued
@@ -277,8 +392,9 @@ def check(a) -> None:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     p.add_argument("--data-bin", type=Path, required=True)
     p.add_argument("--work", type=Path, required=True, help="one folder per run; finished runs are reused")
     p.add_argument("--updates", type=int, default=2500)

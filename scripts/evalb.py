@@ -10,6 +10,7 @@ Departure from evalb.c: files with different line counts, missing files and
 input evalb.c cannot read are a one-line ``error: ...`` and exit status 1
 (evalb.c prints a summary for differing line counts).
 """
+
 import argparse
 import sys
 from dataclasses import replace
@@ -37,9 +38,11 @@ def run_evalb(gold, test, param=None, cutoff=None, max_error=None):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("gold")
     parser.add_argument("test")
     parser.add_argument("-p", dest="param", help="EVALB parameter file (default: COLLINS.prm)")

@@ -13,6 +13,7 @@ existing --out is refused unless --force. --quantization stores the weights as C
 (or float16, ...): smaller and faster, no longer exact (docs/export.md). Translate with
 scripts/translate_ctranslate2.py or attn_only_plugin.load_ctranslate2.
 """
+
 import argparse
 import logging
 import sys
@@ -27,18 +28,26 @@ from attn_only_plugin.export import QUANTIZATIONS, require_ctranslate2  # noqa: 
 def export(checkpoint: Path, data: Path, out: Path, quantization=None, force: bool = False) -> Path:
     require_ctranslate2()
     from attn_only_plugin.export.ctranslate2 import export as export_model
+
     return export_model(checkpoint, data, out, quantization, force)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     doc = __doc__.split("\n\n")
-    p = argparse.ArgumentParser(description=doc[0], epilog="examples:\n" + doc[1] + "\n\n" + doc[2],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=doc[0],
+        epilog="examples:\n" + doc[1] + "\n\n" + doc[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("checkpoint", type=Path, help="checkpoint_*.pt of fairseq-train or average_checkpoints.py")
     p.add_argument("--data", type=Path, required=True, help="the data-bin folder it was trained on (dict.*.txt)")
     p.add_argument("--out", type=Path, required=True, help="the CTranslate2 model folder to write")
-    p.add_argument("--quantization", choices=[q for q in QUANTIZATIONS if q != "float32"], default=None,
-                   help="weight type (default: float32, exact)")
+    p.add_argument(
+        "--quantization",
+        choices=[q for q in QUANTIZATIONS if q != "float32"],
+        default=None,
+        help="weight type (default: float32, exact)",
+    )
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     return p.parse_args(argv)
 

@@ -15,6 +15,7 @@ a line of sacreBLEU output into the model card. Then, with no code of ours:
     tok = AutoTokenizer.from_pretrained(DIR); model = AutoModelForSeq2SeqLM.from_pretrained(DIR)
     tok.batch_decode(model.generate(**tok(["Click OK."], return_tensors="pt", padding=True)), skip_special_tokens=True)
 """
+
 import argparse
 import logging
 import sys
@@ -29,13 +30,17 @@ from attn_only_plugin.export import require_transformers  # noqa: E402
 def export(checkpoint: Path, data: Path, spm_model: Path, out: Path, force: bool = False, bleu=None) -> Path:
     require_transformers()
     from attn_only_plugin.export.transformers import export as export_model
+
     return export_model(checkpoint, data, spm_model, out, force, bleu)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     doc = __doc__.split("\n\n")
-    p = argparse.ArgumentParser(description=doc[0], epilog="examples:\n" + doc[1] + "\n\n" + doc[2],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=doc[0],
+        epilog="examples:\n" + doc[1] + "\n\n" + doc[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("checkpoint", type=Path, help="checkpoint_*.pt of fairseq-train or average_checkpoints.py")
     p.add_argument("--data", type=Path, required=True, help="the data-bin folder it was trained on (dict.*.txt)")
     p.add_argument("--spm-model", type=Path, required=True, help="the sentencepiece model that prepared the data")

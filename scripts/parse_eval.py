@@ -12,6 +12,7 @@ score the same for the same bracketing. --data holds SPLIT.words / .gold / .tags
 Malformed outputs are repaired deterministically (attn_only_plugin/parsing/linearize.py) and
 counted. --out is written atomically, and refused when it is one of the inputs.
 """
+
 import argparse
 import sys
 from pathlib import Path
@@ -45,28 +46,38 @@ def _shown(tokens, limit: int = 60) -> str:
 def check_sources(log: Path, sources: dict, words, words_path: Path) -> None:
     """Refuse a log whose source sentences are not those of words_path, in number and words (a
     word outside the model's dictionary appears in the log as <unk>)."""
-    fix = f"score the log against the --data/--split it was generated from, or generate with --gen-subset " \
-          f"{words_path.stem} on the data-bin made from {words_path.parent}"
+    fix = (
+        f"score the log against the --data/--split it was generated from, or generate with --gen-subset "
+        f"{words_path.stem} on the data-bin made from {words_path.parent}"
+    )
     if not sources:
-        raise SystemExit(f"error: {log} has no S- lines (source sentences): give fairseq-generate's whole output, "
-                         "without --quiet, not only its H- lines")
+        raise SystemExit(
+            f"error: {log} has no S- lines (source sentences): give fairseq-generate's whole output, "
+            "without --quiet, not only its H- lines"
+        )
     if len(sources) != len(words):
-        raise SystemExit(f"error: {log} holds {len(sources)} source sentences but {words_path} has {len(words)}: "
-                         f"it is the output of another split or task; {fix}")
+        raise SystemExit(
+            f"error: {log} holds {len(sources)} source sentences but {words_path} has {len(words)}: "
+            f"it is the output of another split or task; {fix}"
+        )
     for i, expected in enumerate(words):
         got = sources.get(i)
         aligned = got is not None and len(got) == len(expected)
         if not aligned or any(g not in (w, UNK) for g, w in zip(got, expected, strict=True)):
             shown = "missing" if got is None else _shown(got)
-            raise SystemExit(f"error: {log} is not the output for {words_path}: its sentence {i} is {shown} but line "
-                             f"{i + 1} there is {_shown(expected)} (another split or task?); {fix}")
+            raise SystemExit(
+                f"error: {log} is not the output for {words_path}: its sentence {i} is {shown} but line "
+                f"{i + 1} there is {_shown(expected)} (another split or task?); {fix}"
+            )
 
 
 def read_hypotheses(log: Path, hyps: dict, n: int):
     missing = [i for i in range(n) if i not in hyps]
     if missing:
-        raise SystemExit(f"error: {log} has no hypothesis for sentence {missing[0]} ({len(missing)} missing): "
-                         "was it generated on this split, without --skip-invalid-size-inputs-valid-test?")
+        raise SystemExit(
+            f"error: {log} has no hypothesis for sentence {missing[0]} ({len(missing)} missing): "
+            "was it generated on this split, without --skip-invalid-size-inputs-valid-test?"
+        )
     return [hyps[i] for i in range(n)]
 
 
@@ -74,11 +85,14 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None) -> str:
     from attn_only_plugin.guards.atomic import atomic_output, input_written_over
     from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
     from attn_only_plugin.parsing.evalb import summary
+
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
     clash = input_written_over(out, [log, *paths.values()]) if out is not None else None
     if clash is not None:
-        raise SystemExit(f"error: --out {out} is the input {clash}: the predicted trees would replace it; give "
-                         "--out another path, e.g. test.pred")
+        raise SystemExit(
+            f"error: --out {out} is the input {clash}: the predicted trees would replace it; give "
+            "--out another path, e.g. test.pred"
+        )
 
     def lines(ext):
         if not paths[ext].is_file():
@@ -96,13 +110,17 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None) -> str:
         with atomic_output(out, "w", encoding="utf-8") as f:
             f.write("\n".join(trees) + "\n")
     t, b = result.all, baseline.all
-    return (f"{summary(split, len(words), t)}; {repaired} outputs repaired\n"
-            f"right-branching baseline: F1 {b.fmeasure:.2f}")
+    return (
+        f"{summary(split, len(words), t)}; {repaired} outputs repaired\nright-branching baseline: F1 {b.fmeasure:.2f}"
+    )
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("log", type=Path, help="fairseq-generate output")
     p.add_argument("--data", type=Path, required=True, help="prepare_ptb.py output folder")
     p.add_argument("--split", default="test")

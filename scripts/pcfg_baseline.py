@@ -15,6 +15,7 @@ parse_eval.py does (EVALB finds punctuation by its tag); the tagging accuracy pr
 parser's own. A sentence the grammar derives no tree for gets the right-branching tree, counted.
 --out is written atomically, and refused when it is one of the inputs.
 """
+
 import argparse
 import sys
 import time
@@ -30,28 +31,34 @@ def read_split(data: Path, split: str):
     text = {}
     for ext, path in paths.items():
         if not path.is_file():
-            raise SystemExit(f"error: {path} not found: run scripts/prepare_ptb.py first (--data is its --out "
-                             "folder)")
+            raise SystemExit(f"error: {path} not found: run scripts/prepare_ptb.py first (--data is its --out folder)")
         text[ext] = path.read_text(encoding="utf-8").splitlines()
     words, tags = [line.split() for line in text["words"]], [line.split() for line in text["tags"]]
     if not len(words) == len(tags) == len(text["gold"]):
-        raise SystemExit(f"error: {paths['words']}, .tags and .gold have {len(words)}, {len(tags)} and "
-                         f"{len(text['gold'])} lines: they are not one prepare_ptb.py output; rerun it")
+        raise SystemExit(
+            f"error: {paths['words']}, .tags and .gold have {len(words)}, {len(tags)} and "
+            f"{len(text['gold'])} lines: they are not one prepare_ptb.py output; rerun it"
+        )
     for i, (ws, ts) in enumerate(zip(words, tags, strict=False), 1):
         if len(ws) != len(ts) or not ws:
-            raise SystemExit(f"error: line {i} of {paths['words']} has {len(ws)} words but {paths['tags']} has "
-                             f"{len(ts)} tags: they are not one prepare_ptb.py output; rerun it")
+            raise SystemExit(
+                f"error: line {i} of {paths['words']} has {len(ws)} words but {paths['tags']} has "
+                f"{len(ts)} tags: they are not one prepare_ptb.py output; rerun it"
+            )
     return words, tags, text["gold"]
 
 
 def train_parser(gold: Path, v: int, h: int, rare: int):
     pcfg, ptb = _standalone.load("parsing/pcfg.py"), _standalone.load("parsing/ptb.py")
     if not gold.is_file():
-        raise SystemExit(f"error: {gold} not found: run scripts/prepare_ptb.py first, with a --split that "
-                         "makes this training split")
+        raise SystemExit(
+            f"error: {gold} not found: run scripts/prepare_ptb.py first, with a --split that makes this training split"
+        )
     try:
-        trees = [ptb.parse_tree(line, f"{gold}: line {i}")
-                 for i, line in enumerate(gold.read_text(encoding="utf-8").splitlines(), 1)]
+        trees = [
+            ptb.parse_tree(line, f"{gold}: line {i}")
+            for i, line in enumerate(gold.read_text(encoding="utf-8").splitlines(), 1)
+        ]
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     if not trees:
@@ -72,13 +79,25 @@ def parse_all(parser, words, tags, gold_tags: bool, log):
         fallbacks += fallback
         if i % every == 0 or i == len(words):
             spent = time.time() - start
-            print(f"[pcfg] parsed {i}/{len(words)} sentences ({spent:.0f} s, {spent / i:.3f} s a sentence)",
-                  file=log, flush=True)
+            print(
+                f"[pcfg] parsed {i}/{len(words)} sentences ({spent:.0f} s, {spent / i:.3f} s a sentence)",
+                file=log,
+                flush=True,
+            )
     return trees, fallbacks
 
 
-def baseline(data: Path, split: str = "test", train: str = "train", markov: int = 2, vertical: int = 2,
-             gold_tags: bool = False, out: Path = None, log=sys.stderr, rare: int = 3) -> str:
+def baseline(
+    data: Path,
+    split: str = "test",
+    train: str = "train",
+    markov: int = 2,
+    vertical: int = 2,
+    gold_tags: bool = False,
+    out: Path = None,
+    log=sys.stderr,
+    rare: int = 3,
+) -> str:
     """Train, parse SPLIT, score; returns the report line (and writes --out's trees)."""
     atomic, evalb = _standalone.load("atomic.py"), _standalone.load("parsing/evalb.py")
     linearize = _standalone.load("parsing/linearize.py")
@@ -89,15 +108,21 @@ def baseline(data: Path, split: str = "test", train: str = "train", markov: int 
     inputs = [data / f"{s}.{ext}" for ext in ("words", "tags", "gold") for s in (split, train)]
     clash = atomic.input_written_over(out, inputs) if out is not None else None
     if clash is not None:
-        raise SystemExit(f"error: --out {out} is the input {clash}: the predicted trees would replace it; give "
-                         f"--out another path, e.g. {split}.pcfg")
+        raise SystemExit(
+            f"error: --out {out} is the input {clash}: the predicted trees would replace it; give "
+            f"--out another path, e.g. {split}.pcfg"
+        )
     words, tags, gold = read_split(data, split)
     start = time.time()
     parser = train_parser(data / f"{train}.gold", vertical, markov, rare)
     g = parser.grammar
-    print(f"[pcfg] grammar from {data / train}.gold (v={vertical}, h={markov}): {len(g.symbols)} symbols, "
-          f"{len(g.binary.parent)} binary and {len(g.unary.parent)} unary rules, {len(g.tags)} tags "
-          f"({time.time() - start:.0f} s)", file=log, flush=True)
+    print(
+        f"[pcfg] grammar from {data / train}.gold (v={vertical}, h={markov}): {len(g.symbols)} symbols, "
+        f"{len(g.binary.parent)} binary and {len(g.unary.parent)} unary rules, {len(g.tags)} tags "
+        f"({time.time() - start:.0f} s)",
+        file=log,
+        flush=True,
+    )
     trees, fallbacks = parse_all(parser, words, tags, gold_tags, log)
     right = sum(p == t for tree, ts in zip(trees, tags, strict=False) for p, t in zip(tree.tags(), ts, strict=False))
     lines = [str(linearize.replace_tags(tree, ts)) for tree, ts in zip(trees, tags, strict=False)]
@@ -106,22 +131,37 @@ def baseline(data: Path, split: str = "test", train: str = "train", markov: int 
             f.write("\n".join(lines) + "\n")
     t = evalb.evaluate_lines(gold, lines).all
     source = "gold POS tags" if gold_tags else "words"
-    return (f"{evalb.summary(split, len(words), t)}; treebank PCFG (v={vertical}, h={markov}, rare {rare}, "
-            f"trained on {train}) from {source}: tagging accuracy "
-            f"{100 * right / sum(map(len, tags)):.2f}%, {fallbacks} right-branching fallbacks")
+    return (
+        f"{evalb.summary(split, len(words), t)}; treebank PCFG (v={vertical}, h={markov}, rare {rare}, "
+        f"trained on {train}) from {source}: tagging accuracy "
+        f"{100 * right / sum(map(len, tags)):.2f}%, {fallbacks} right-branching fallbacks"
+    )
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--data", type=Path, required=True, help="prepare_ptb.py output folder")
     p.add_argument("--split", default="test", help="the split to parse and score (default test)")
     p.add_argument("--train", default="train", help="the split whose gold trees train the grammar")
     p.add_argument("--markov", type=int, default=2, help="horizontal Markov order h (default 2, chosen on valid)")
-    p.add_argument("--vertical", type=int, default=2, choices=(1, 2),
-                   help="vertical order v: 2 annotates each phrase with its parent's label (default)")
-    p.add_argument("--rare", type=int, default=3, help="words seen at most this often in training get their tags "
-                   "smoothed with their shape + suffix class's (default 3, chosen on valid)")
+    p.add_argument(
+        "--vertical",
+        type=int,
+        default=2,
+        choices=(1, 2),
+        help="vertical order v: 2 annotates each phrase with its parent's label (default)",
+    )
+    p.add_argument(
+        "--rare",
+        type=int,
+        default=3,
+        help="words seen at most this often in training get their tags "
+        "smoothed with their shape + suffix class's (default 3, chosen on valid)",
+    )
     p.add_argument("--gold-tags", action="store_true", help="parse from the gold POS tags instead of the words")
     p.add_argument("--out", type=Path, help="also write the predicted trees (gold tags put back), one per line")
     a = p.parse_args(argv)

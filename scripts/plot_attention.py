@@ -16,6 +16,7 @@ decoder self-attention and encoder-decoder attention. `attention.json` holds eve
 Tokens are sentencepiece pieces: a piece that continues a word is shown with a leading "·".
 Without --target the model's own beam-search output is used.
 """
+
 import argparse
 import json
 import sys
@@ -62,6 +63,7 @@ def _lines(ax, weights, tokens, rows, heads, colors, title):
 
 def _grid(weights, rows, cols, title):
     import matplotlib.pyplot as plt
+
     h = weights.shape[0]
     ncol = min(4, h)
     nrow = (h + ncol - 1) // ncol
@@ -81,6 +83,7 @@ def _grid(weights, rows, cols, title):
 
 def _save(fig, out: Path, name: str, written: list):
     from attn_only_plugin.guards.atomic import atomic_output
+
     for ext in ("png", "svg"):
         path = out / f"{name}.{ext}"
         with atomic_output(path) as f:
@@ -96,16 +99,20 @@ def render(att: dict, out: Path, layer, word: str, heads):
     import matplotlib
 
     from attn_only_plugin.guards.atomic import atomic_output
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's logging config is verbose
     n_layers, n_heads = att["encoder"].shape[:2]
     default = max(n_layers - 2, 0)
     if layer is None:
         layer = default
     elif not 0 <= layer < n_layers:
-        raise SystemExit(f"error: --layer {layer} is out of range: the model has {n_layers} encoder layers, numbered "
-                         f"0-{n_layers - 1} (leave --layer out for {default}, the second to last)")
+        raise SystemExit(
+            f"error: --layer {layer} is out of range: the model has {n_layers} encoder layers, numbered "
+            f"0-{n_layers - 1} (leave --layer out for {default}, the second to last)"
+        )
     bad = [h for h in heads if not 0 <= h < n_heads]
     if bad:
         raise SystemExit(f"error: head {bad[0]} is out of range: the model has {n_heads} heads")
@@ -117,21 +124,42 @@ def render(att: dict, out: Path, layer, word: str, heads):
     i = find_word(src, word) if word else 0
     written = []
     fig, ax = plt.subplots(figsize=(5, 0.35 * len(src) + 1.5))
-    _lines(ax, enc, src, [i], range(n_heads), colors,
-           f"encoder self-attention, layer {layer + 1} of {n_layers}: '{src[i]}', one colour per head")
+    _lines(
+        ax,
+        enc,
+        src,
+        [i],
+        range(n_heads),
+        colors,
+        f"encoder self-attention, layer {layer + 1} of {n_layers}: '{src[i]}', one colour per head",
+    )
     _save(fig, out, f"lines_{i}", written)
     fig, axes = plt.subplots(1, 2, figsize=(10, 0.35 * len(src) + 1.5))
-    _lines(axes[0], enc, src, range(len(src)), heads, colors[: len(heads)],
-           f"heads {', '.join(map(str, heads))}: full attention")
+    _lines(
+        axes[0],
+        enc,
+        src,
+        range(len(src)),
+        heads,
+        colors[: len(heads)],
+        f"heads {', '.join(map(str, heads))}: full attention",
+    )
     _lines(axes[1], enc, src, [i], heads, colors[: len(heads)], f"isolated attention from '{src[i]}'")
     _save(fig, out, "heads", written)
     for kind, rows, cols in (("encoder", src, src), ("decoder", tgt_in, tgt_in), ("cross", tgt_in, src)):
-        _save(_grid(att[kind][layer], rows, cols, f"{kind} attention, layer {layer + 1}, all heads"),
-              out, f"grid_{kind}", written)
+        _save(
+            _grid(att[kind][layer], rows, cols, f"{kind} attention, layer {layer + 1}, all heads"),
+            out,
+            f"grid_{kind}",
+            written,
+        )
     plt.close("all")
     data = {k: att[k].tolist() for k in ("encoder", "decoder", "cross")}
-    data.update(source_tokens=att["source_tokens"], target_tokens=att["target_tokens"],
-                layout="[layer][head][query][key]; decoder queries are </s> + target[:-1]")
+    data.update(
+        source_tokens=att["source_tokens"],
+        target_tokens=att["target_tokens"],
+        layout="[layer][head][query][key]; decoder queries are </s> + target[:-1]",
+    )
     with atomic_output(out / "attention.json", "w", encoding="utf-8") as f:
         f.write(json.dumps(data))
     written.append(out / "attention.json")
@@ -139,8 +167,11 @@ def render(att: dict, out: Path, layer, word: str, heads):
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--checkpoint-dir", required=True)
     p.add_argument("--checkpoint-file", default="checkpoint_last.pt")
     p.add_argument("--data", help="fairseq data-bin with the dictionaries (default: the checkpoint dir)")
@@ -153,6 +184,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=Path, required=True, help="folder for the figures and attention.json")
     a = p.parse_args(argv)
     import attn_only_plugin
+
     try:
         heads = [int(h) for h in a.heads.split(",") if h.strip()]
     except ValueError:

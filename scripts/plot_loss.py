@@ -8,6 +8,7 @@ drawn into one PNG.
 
 An output that is the log itself (however its path is written) is refused.
 """
+
 import json
 import os
 import re
@@ -27,7 +28,7 @@ def _fields(line: str):
         return None
     kind, rest = m.group(1), m.group(0)
     if "{" in rest:  # json format: | train_inner | {"epoch": 1, ...}
-        values = json.loads(rest[rest.index("{"):])
+        values = json.loads(rest[rest.index("{") :])
         return kind, {k.replace(f"{kind}_", "").replace("valid_", ""): v for k, v in values.items()}
     values = dict(re.findall(r"(\w+)[= ]([-\d.e+]+)(?=[,| ]|$)", rest))
     return kind, values
@@ -46,8 +47,10 @@ def read_log(path: Path):
 
 def plot(series, out: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     for kind, label in (("train_inner", "training"), ("valid", "validation")):
         if series[kind]:
@@ -80,13 +83,15 @@ def main(argv=None) -> None:
     if len(argv) != 2:
         sys.exit("usage: plot_loss.py TRAIN_LOG OUT.png")
     if _same_file(argv[0], argv[1]):
-        print(f"error: the output {argv[1]} is the log {argv[0]}: the PNG would replace it; give another output "
-              "path, e.g. loss.png", file=sys.stderr)
+        print(
+            f"error: the output {argv[1]} is the log {argv[0]}: the PNG would replace it; give another output "
+            "path, e.g. loss.png",
+            file=sys.stderr,
+        )
         sys.exit(1)
     series = read_log(Path(argv[0]))
     if not series["train_inner"] and not series["valid"]:
-        print(f"error: no training or validation loss lines in {argv[0]}: is it a fairseq-train log?",
-              file=sys.stderr)
+        print(f"error: no training or validation loss lines in {argv[0]}: is it a fairseq-train log?", file=sys.stderr)
         sys.exit(1)
     plot(series, Path(argv[1]))
     print(f"[plot] wrote {argv[1]}", file=sys.stderr)

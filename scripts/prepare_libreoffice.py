@@ -14,6 +14,7 @@ and splits by help file with attn_only_plugin/data/libreoffice.py. Run once by a
 quickstart uses the committed subset and needs none of this. Failures print one `error: ...` line
 and exit 1 without writing a corpus.
 """
+
 import argparse
 import functools
 import shutil
@@ -80,8 +81,15 @@ def fetch(package: str, workdir: Path, debs_dir: Path = None):
     return target, version
 
 
-def prepare(lang: str, workdir: Path, out: Path, debs_dir: Path = None, subset_out: Path = None,
-            subset_sizes=(20000, 500, 500), subset_max_words: int = 40):
+def prepare(
+    lang: str,
+    workdir: Path,
+    out: Path,
+    debs_dir: Path = None,
+    subset_out: Path = None,
+    subset_sizes=(20000, 500, 500),
+    subset_max_words: int = 40,
+):
     """Builds the full corpus in `out` (and the compact subset in `subset_out`); returns
     {"full": counts, "subset": counts or None, "versions": {package: version}}."""
     lib = load_library()
@@ -123,16 +131,24 @@ def _copy_licence(workdir: Path, versions, subset_out: Path) -> None:
     if copyright_file.is_file():
         shutil.copyfile(copyright_file, subset_out / "COPYRIGHT.debian")
     mpl = Path("/usr/share/common-licenses/MPL-2.0")
-    text = mpl.read_text(encoding="utf-8") if mpl.is_file() else (
-        "Mozilla Public License Version 2.0\n\nThis Source Code Form is subject to the terms of the "
-        "Mozilla Public License, v. 2.0. If a copy of the MPL was not distributed with this file, "
-        f"You can obtain one at {MPL_URL}.\n")
+    text = (
+        mpl.read_text(encoding="utf-8")
+        if mpl.is_file()
+        else (
+            "Mozilla Public License Version 2.0\n\nThis Source Code Form is subject to the terms of the "
+            "Mozilla Public License, v. 2.0. If a copy of the MPL was not distributed with this file, "
+            f"You can obtain one at {MPL_URL}.\n"
+        )
+    )
     (subset_out / "LICENSE").write_text(text, encoding="utf-8")
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--lang", choices=["de", "fr"], default="de", help="target language (source is en)")
     p.add_argument("--workdir", type=Path, required=True, help="where .debs are downloaded and unpacked")
     p.add_argument("--debs-dir", type=Path, help="take the .deb files from here instead of apt-get")
@@ -144,8 +160,15 @@ def main(argv=None) -> int:
     p.add_argument("--subset-max-words", type=int, default=40, help="longest subset sentence, in words")
     a = p.parse_args(argv)
     try:
-        result = prepare(a.lang, a.workdir, a.out, a.debs_dir, a.subset_out,
-                         (a.subset_train, a.subset_valid, a.subset_test), a.subset_max_words)
+        result = prepare(
+            a.lang,
+            a.workdir,
+            a.out,
+            a.debs_dir,
+            a.subset_out,
+            (a.subset_train, a.subset_valid, a.subset_test),
+            a.subset_max_words,
+        )
     except (PrepareError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

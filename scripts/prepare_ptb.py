@@ -11,6 +11,7 @@ one per line, for EVALB) and SPLIT.tags (gold POS tags). Files are written atomi
 SPLIT.tree has XX in every word slot (Vinyals et al. 2015, the paper), or with --target-words the
 word itself, `(S (NP The man )NP (VP sleeps )VP . )S` (not in the paper; docs/parsing.md).
 """
+
 import argparse
 import sys
 from pathlib import Path
@@ -20,19 +21,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def _write(path: Path, lines) -> None:
     from attn_only_plugin.guards.atomic import atomic_output
+
     with atomic_output(path, "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in lines)
 
 
 def prepare(treebank: Path, out: Path, ranges, target_words: bool = False) -> dict:
     from attn_only_plugin.parsing.data import linearized_split, treebank_files
+
     counts = {}
     data = {}
     for split, (first, last) in ranges.items():
         files = treebank_files(treebank, first, last)
         if not files:
-            raise SystemExit(f"error: no wsj_NNNN.mrg files numbered {first}-{last} under {treebank} "
-                             f"(for the {split} split)")
+            raise SystemExit(
+                f"error: no wsj_NNNN.mrg files numbered {first}-{last} under {treebank} (for the {split} split)"
+            )
         try:
             data[split] = list(linearized_split(files, target_words))
         except ValueError as e:  # unbalanced brackets etc.: one line naming the file
@@ -49,14 +53,22 @@ def prepare(treebank: Path, out: Path, ranges, target_words: bool = False) -> di
 
 def main(argv=None) -> None:
     from attn_only_plugin.parsing.data import STANDARD, parse_ranges
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--treebank", type=Path, required=True, help="folder with wsj_NNNN.mrg files (any depth)")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--split", nargs="+", help="train=A-B valid=C-D test=E-F by WSJ file number "
-                                               "(default: sections 02-21 / 22 / 23)")
-    p.add_argument("--target-words", action="store_true",
-                   help="write each word in its target slot instead of XX (the copy linearization; not in the paper)")
+    p.add_argument(
+        "--split", nargs="+", help="train=A-B valid=C-D test=E-F by WSJ file number (default: sections 02-21 / 22 / 23)"
+    )
+    p.add_argument(
+        "--target-words",
+        action="store_true",
+        help="write each word in its target slot instead of XX (the copy linearization; not in the paper)",
+    )
     a = p.parse_args(argv)
     if not a.treebank.is_dir():
         raise SystemExit(f"error: --treebank {a.treebank} is not a folder: point it at your WSJ .mrg files")

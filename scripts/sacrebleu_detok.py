@@ -7,6 +7,7 @@ detokenized text (Post 2018, default 13a tokenization) is the score comparable a
 
 One detokenized sentence per line in each file, the same number of lines.
 """
+
 import argparse
 import sys
 from pathlib import Path
@@ -23,8 +24,10 @@ def read_lines(path: Path):
     except FileNotFoundError:
         raise SystemExit(f"error: {path} not found") from None
     except UnicodeDecodeError as e:
-        raise SystemExit(f"error: {path} is not UTF-8 text ({e.reason} at byte {e.start}): convert it to UTF-8 first, "
-                         "e.g. iconv -f latin1 -t utf-8") from None
+        raise SystemExit(
+            f"error: {path} is not UTF-8 text ({e.reason} at byte {e.start}): convert it to UTF-8 first, "
+            "e.g. iconv -f latin1 -t utf-8"
+        ) from None
     except OSError as e:  # a folder, no permission, ...: one line, not a traceback
         raise SystemExit(f"error: cannot read {path}: {e.strerror or e}: give a readable text file") from None
 
@@ -39,17 +42,22 @@ def check_aligned(hyps, refs):
 def detok_bleu(hyps, refs, tokenize: str = "13a"):
     """(corpus BLEU, signature) of detokenized hypotheses against one reference each."""
     from sacrebleu.metrics import BLEU
+
     check_aligned(hyps, refs)
     metric = BLEU(tokenize=tokenize)
     return metric.corpus_score(hyps, [refs]), metric.get_signature()
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("hypotheses", type=Path)
     p.add_argument("references", type=Path)
     from sacrebleu.metrics import BLEU
+
     p.add_argument("--tokenize", default="13a", choices=list(BLEU.TOKENIZERS), help="sacreBLEU tokenizer (default 13a)")
     a = p.parse_args(argv)
     score, signature = detok_bleu(read_lines(a.hypotheses), read_lines(a.references), a.tokenize)

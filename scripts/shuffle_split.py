@@ -10,6 +10,7 @@ split, the rest training. (prepare_libreoffice.py splits by help page instead, s
 two splits; this split is the one the quality comparison of issue 20 was specified on.) OUT gets
 train/valid/test.{src,tgt}, ready for spm_prepare.py; each file is written whole or not at all.
 """
+
 import argparse
 import os
 import random
@@ -37,11 +38,15 @@ def read_pairs(data: Path, src: str, tgt: str) -> list:
             try:
                 sides.append(path.read_text(encoding="utf-8").splitlines())
             except UnicodeDecodeError as e:
-                raise SplitError(f"{path} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at byte {e.start}): "
-                                 "convert it first, e.g. iconv -f latin1 -t utf-8") from None
+                raise SplitError(
+                    f"{path} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at byte {e.start}): "
+                    "convert it first, e.g. iconv -f latin1 -t utf-8"
+                ) from None
         if len(sides[0]) != len(sides[1]):
-            raise SplitError(f"{data / split}.{src} has {len(sides[0])} lines but .{tgt} has {len(sides[1])}: "
-                             "the two sides must be aligned line by line")
+            raise SplitError(
+                f"{data / split}.{src} has {len(sides[0])} lines but .{tgt} has {len(sides[1])}: "
+                "the two sides must be aligned line by line"
+            )
         pairs += zip(*sides, strict=True)
     return pairs
 
@@ -49,11 +54,13 @@ def read_pairs(data: Path, src: str, tgt: str) -> list:
 def shuffle_split(pairs: list, n_test: int, n_valid: int, seed: int) -> dict:
     """{"test": first n_test shuffled pairs, "valid": the next n_valid, "train": the rest}."""
     if n_test < 1 or n_valid < 1 or n_test + n_valid >= len(pairs):
-        raise SplitError(f"--test {n_test} and --valid {n_valid} must be >= 1 and leave training pairs "
-                         f"out of the {len(pairs)} there are")
+        raise SplitError(
+            f"--test {n_test} and --valid {n_valid} must be >= 1 and leave training pairs "
+            f"out of the {len(pairs)} there are"
+        )
     pairs = list(pairs)
     random.Random(seed).shuffle(pairs)
-    return {"test": pairs[:n_test], "valid": pairs[n_test:n_test + n_valid], "train": pairs[n_test + n_valid:]}
+    return {"test": pairs[:n_test], "valid": pairs[n_test : n_test + n_valid], "train": pairs[n_test + n_valid :]}
 
 
 def write(splits: dict, out: Path, src: str, tgt: str) -> None:
@@ -67,8 +74,11 @@ def write(splits: dict, out: Path, src: str, tgt: str) -> None:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="example:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="example:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--data", type=Path, required=True, help="folder with train/valid/test.{src,tgt}")
     p.add_argument("--src", default="en")
     p.add_argument("--tgt", default="de")
@@ -79,8 +89,9 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     try:
         if a.out.exists() and a.data.exists() and os.path.samefile(a.out, a.data):
-            raise SplitError(f"--out {a.out} is the --data folder: it would replace the corpus it reads; "
-                             "give another folder")
+            raise SplitError(
+                f"--out {a.out} is the --data folder: it would replace the corpus it reads; give another folder"
+            )
         splits = shuffle_split(read_pairs(a.data, a.src, a.tgt), a.test, a.valid, a.seed)
         write(splits, a.out, a.src, a.tgt)
     except SplitError as e:

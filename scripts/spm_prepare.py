@@ -11,6 +11,7 @@ DIR, and an existing OUT is written over only with --force. Files are written at
 that is not UTF-8 or holds invisible characters (a byte order mark, zero-width spaces) is refused
 (one `error:` line naming the file and line) before anything is written.
 """
+
 import argparse
 import os
 import sys
@@ -30,11 +31,21 @@ def fail(message: str) -> None:
 
 def train_model(files, prefix: Path, vocab_size: int, model_type: str) -> None:
     import sentencepiece as spm
+
     spm.SentencePieceTrainer.train(
-        input=",".join(map(str, files)), model_prefix=str(prefix), vocab_size=vocab_size,
-        model_type=model_type, character_coverage=1.0, input_sentence_size=2_000_000,
-        shuffle_input_sentence=True, bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0,  # fairseq adds its own
-        minloglevel=2)
+        input=",".join(map(str, files)),
+        model_prefix=str(prefix),
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=1.0,
+        input_sentence_size=2_000_000,
+        shuffle_input_sentence=True,
+        bos_id=-1,
+        eos_id=-1,
+        pad_id=-1,
+        unk_id=0,  # fairseq adds its own
+        minloglevel=2,
+    )
 
 
 def encode_file(model, src: Path, dst: Path) -> int:
@@ -51,8 +62,10 @@ def encode_file(model, src: Path, dst: Path) -> int:
 def _hidden_chars():
     """attn_only_plugin/guards/hidden_chars.py loaded alone (importing the package would import fairseq)."""
     import importlib.util
+
     spec = importlib.util.spec_from_file_location(
-        "hidden_chars", Path(__file__).resolve().parents[1] / "attn_only_plugin" / "guards" / "hidden_chars.py")
+        "hidden_chars", Path(__file__).resolve().parents[1] / "attn_only_plugin" / "guards" / "hidden_chars.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -69,18 +82,23 @@ def first_bad_text(path: Path):
             try:
                 text = line.decode("utf-8")
             except UnicodeDecodeError as e:
-                return (f"{path} line {n} is not UTF-8 text (byte 0x{line[e.start]:02x} at byte {e.start}): convert "
-                        "the corpus to UTF-8 first, e.g. iconv -f latin1 -t utf-8")
+                return (
+                    f"{path} line {n} is not UTF-8 text (byte 0x{line[e.start]:02x} at byte {e.start}): convert "
+                    "the corpus to UTF-8 first, e.g. iconv -f latin1 -t utf-8"
+                )
             found = hidden.find_hidden(hidden.strip_bom(text, n == 1))
             if found:
-                return (f"{path} line {n} holds an invisible character, {found[1]} at column {found[0]}, which would "
-                        f"become part of a piece: remove it first, e.g. {hidden.REMOVE.replace('FILE', str(path))}")
+                return (
+                    f"{path} line {n} holds an invisible character, {found[1]} at column {found[0]}, which would "
+                    f"become part of a piece: remove it first, e.g. {hidden.REMOVE.replace('FILE', str(path))}"
+                )
     return None
 
 
 def prepare(data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_type: str = "bpe") -> Path:
     """Train the joint model on data/train.{src,tgt} and encode every split into out/."""
     import sentencepiece as spm
+
     files = {(s, lang): data / f"{s}.{lang}" for s in SPLITS for lang in (src, tgt)}
     missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
@@ -92,8 +110,10 @@ def prepare(data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_ty
     for split in SPLITS:
         n_src, n_tgt = (sum(1 for _ in open(files[split, lang], "rb")) for lang in (src, tgt))
         if n_src != n_tgt:
-            fail(f"{files[split, src]} has {n_src} lines but {files[split, tgt]} has {n_tgt}: a parallel corpus has "
-                 "one sentence per line on both sides, in the same order; align the files first")
+            fail(
+                f"{files[split, src]} has {n_src} lines but {files[split, tgt]} has {n_tgt}: a parallel corpus has "
+                "one sentence per line on both sides, in the same order; align the files first"
+            )
     out.mkdir(parents=True, exist_ok=True)
     print(f"[spm] training a joint {model_type} model, vocabulary {vocab_size}", file=sys.stderr)
     with tempfile.TemporaryDirectory(dir=out) as tmp:
@@ -108,8 +128,11 @@ def prepare(data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_ty
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--data", type=Path, required=True, help="folder with train/valid/test.{src,tgt}")
     p.add_argument("--src", default="en")
     p.add_argument("--tgt", default="de")

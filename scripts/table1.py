@@ -18,6 +18,7 @@ JSON too: on shared cores they count the other processes' turns), memory the pro
 resident size minus its size before the first pass. The complexity lines pass through each
 curve's longest point. A script, not a timed test; --threads sets torch's threads (default 1).
 """
+
 import argparse
 import json
 import resource
@@ -38,6 +39,7 @@ def measure_one(kind: str, window: int, n: int, repeats: int, threads: int, devi
     over one sentence of n positions; run in its own process (main's --one). On a GPU: wall
     seconds after synchronizing, and CUDA's peak allocated memory."""
     import torch
+
     modules = _standalone.load("modules")
     window_py = _standalone.load("modules/window.py")
     torch.set_num_threads(threads)
@@ -59,6 +61,7 @@ def measure_one(kind: str, window: int, n: int, repeats: int, threads: int, devi
             else:
                 y, _ = modules.scaled_dot_product_attention(q, k, v, mask)  # (B, h, n, d_v)
             return mha.out(y.transpose(1, 2).reshape(1, n, d))  # (B, n, d_model)
+
     rss_kb = int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() // 1024
     gpu = device != "cpu"
     if gpu:
@@ -77,8 +80,14 @@ def measure_one(kind: str, window: int, n: int, repeats: int, threads: int, devi
         peak = torch.cuda.max_memory_allocated() - start_bytes
     else:
         peak = max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_kb) * 1024
-    return dict(kind=kind, window=window, n=n, seconds=statistics.median(wall[1:] if gpu else cpu[1:]),
-                wall_seconds=statistics.median(wall[1:]), peak_bytes=peak)
+    return dict(
+        kind=kind,
+        window=window,
+        n=n,
+        seconds=statistics.median(wall[1:] if gpu else cpu[1:]),
+        wall_seconds=statistics.median(wall[1:]),
+        peak_bytes=peak,
+    )
 
 
 def curves(windows):
@@ -100,8 +109,10 @@ def run(lengths, windows, repeats, threads, device="cpu", progress=print) -> lis
                 last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
                 raise SystemExit(f"error: measuring {label} at n = {n} failed: {last}")
             rows.append(dict(json.loads(proc.stdout.strip().splitlines()[-1]), label=label))
-            progress(f"{label:32s} n = {n:5d}: {rows[-1]['seconds'] * 1e3:9.1f} ms, "
-                     f"{rows[-1]['peak_bytes'] / 2 ** 20:8.1f} MiB")
+            progress(
+                f"{label:32s} n = {n:5d}: {rows[-1]['seconds'] * 1e3:9.1f} ms, "
+                f"{rows[-1]['peak_bytes'] / 2**20:8.1f} MiB"
+            )
     return rows
 
 
@@ -109,34 +120,44 @@ def plot(rows, out: Path, device: str = "cpu") -> None:
     """Two log-log panels (time, peak memory) against n, with O(n^2 d) through the full layer's and
     O(r n d) through each restricted layer's longest point."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     atomic_output = _standalone.load("guards/atomic.py").atomic_output
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     labels = list(dict.fromkeys(r["label"] for r in rows))
     time_label = "CPU time" if device == "cpu" else f"{device} time"
-    for ax, key, unit, scale in [(axes[0], "seconds", f"{time_label}, forward + backward (s)", 1.0),
-                                 (axes[1], "peak_bytes", "peak memory above start (MiB)", 2.0 ** -20)]:
+    for ax, key, unit, scale in [
+        (axes[0], "seconds", f"{time_label}, forward + backward (s)", 1.0),
+        (axes[1], "peak_bytes", "peak memory above start (MiB)", 2.0**-20),
+    ]:
         for label in labels:
             pts = [r for r in rows if r["label"] == label and r[key] > 0]
             if not pts:
                 continue
-            line, = ax.plot([p["n"] for p in pts], [p[key] * scale for p in pts], "o-", label=label)
+            (line,) = ax.plot([p["n"] for p in pts], [p[key] * scale for p in pts], "o-", label=label)
             last = pts[-1]
             if last["kind"] in ("full", "restricted"):
                 growth = (lambda n: n * n) if last["kind"] == "full" else (lambda n: n)  # d and r are constants
                 ns = [p["n"] for p in pts]
-                ax.plot(ns, [last[key] * scale * growth(n) / growth(last["n"]) for n in ns], "--",
-                        color=line.get_color(), alpha=0.6,
-                        label="O(n^2 d)" if last["kind"] == "full" else f"O(r n d), r = {2 * last['window'] + 1}")
+                ax.plot(
+                    ns,
+                    [last[key] * scale * growth(n) / growth(last["n"]) for n in ns],
+                    "--",
+                    color=line.get_color(),
+                    alpha=0.6,
+                    label="O(n^2 d)" if last["kind"] == "full" else f"O(r n d), r = {2 * last['window'] + 1}",
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length n")
         ax.set_ylabel(unit)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"Table 1, measured ({device}): one layer, d_model {SHAPE['d_model']}, h {SHAPE['h']}, "
-                 f"d_ff {SHAPE['d_ff']}")
+    fig.suptitle(
+        f"Table 1, measured ({device}): one layer, d_model {SHAPE['d_model']}, h {SHAPE['h']}, d_ff {SHAPE['d_ff']}"
+    )
     fig.tight_layout()
     with atomic_output(out, "wb") as f:
         fig.savefig(f, format="png", dpi=100)
@@ -148,8 +169,11 @@ def main(argv=None) -> None:
         kind, window, n, repeats, threads = argv[1], *map(int, argv[2:6])
         print(json.dumps(measure_one(kind, window, n, repeats, threads, argv[6])))
         return
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048, 4096])
     p.add_argument("--windows", type=int, nargs="+", default=[16, 64], help="R of the restricted layers")
     p.add_argument("--repeats", type=int, default=3)

@@ -43,6 +43,7 @@ once). --params P replaces the shape-derived P (then C = 6 P D_tgt + 3 A, i.e. D
 --tokens D replaces steps x tokens per step on each side. The paper's batches (section 5.1) held
 ~25000 source and ~25000 target tokens.
 """
+
 import argparse
 import math
 import sys
@@ -52,8 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its one-line errors)
 
 TFLOPS = {
-    "fp32": {"K80": 2.8, "K40": 3.7, "M40": 6.0, "P100": 9.5, "V100": 15.7, "A100": 19.5, "H100": 67.0,
-             "H200": 67.0},
+    "fp32": {"K80": 2.8, "K40": 3.7, "M40": 6.0, "P100": 9.5, "V100": 15.7, "A100": 19.5, "H100": 67.0, "H200": 67.0},
     "tf32": {"A100": 156.0, "H100": 495.0, "H200": 495.0},
     "bf16": {"V100": 125.0, "A100": 312.0, "H100": 989.0, "H200": 989.0},
 }
@@ -78,8 +78,9 @@ def layer_params(layers: int, d_model: int, d_ff: int, vocab: int):
     return layers * (4 * d * d + 2 * d * d_ff), layers * (8 * d * d + 2 * d * d_ff) + vocab * d
 
 
-def attention_flops(layers: int, d_model: int, src_len: float, tgt_len: float, src_tokens: float,
-                    tgt_tokens: float) -> float:
+def attention_flops(
+    layers: int, d_model: int, src_len: float, tgt_len: float, src_tokens: float, tgt_tokens: float
+) -> float:
     """Forward FLOPs of QK^T and AV over training: 4 N d (S D_src + (T + S) D_tgt)."""
     return 4 * layers * d_model * (src_len * src_tokens + (tgt_len + src_len) * tgt_tokens)
 
@@ -89,8 +90,20 @@ def analytic_flops(p_enc: float, p_dec: float, src_tokens: float, tgt_tokens: fl
     return 6 * (p_enc * src_tokens + p_dec * tgt_tokens) + 3 * attention
 
 
-POSITIVE = ("hours", "gpus", "params", "layers", "d_model", "d_ff", "vocab", "tokens", "steps", "tokens_per_step",
-            "src_len", "tgt_len")  # every count and size: 0, negative or not finite gives a meaningless figure
+POSITIVE = (
+    "hours",
+    "gpus",
+    "params",
+    "layers",
+    "d_model",
+    "d_ff",
+    "vocab",
+    "tokens",
+    "steps",
+    "tokens_per_step",
+    "src_len",
+    "tgt_len",
+)  # every count and size: 0, negative or not finite gives a meaningless figure
 
 
 def check_positive(v: dict) -> None:
@@ -111,27 +124,38 @@ def estimate(v: dict) -> dict:
     attention = 0.0  # left out when only --params is known
     if v.get("layers") is not None and v.get("d_model") is not None:
         attention = attention_flops(v["layers"], v["d_model"], v["src_len"], v["tgt_len"], tokens, tokens)
-    return dict(paper=paper_flops(v["hours"], v["gpus"], v["gpu"], v["precision"]), params=p_enc + p_dec,
-                tokens=tokens, attention=3 * attention,
-                analytic=analytic_flops(p_enc, p_dec, tokens, tokens, attention))
+    return dict(
+        paper=paper_flops(v["hours"], v["gpus"], v["gpu"], v["precision"]),
+        params=p_enc + p_dec,
+        tokens=tokens,
+        attention=3 * attention,
+        analytic=analytic_flops(p_enc, p_dec, tokens, tokens, attention),
+    )
 
 
 def report(v: dict) -> str:
     e = estimate(v)
     rate = TFLOPS[v["precision"]][v["gpu"]]
-    return "\n".join([
-        f"paper's estimate (Table 2): {v['hours']:g} h x {v['gpus']} GPUs x {rate:g} TFLOPS "
-        f"({v['gpu']}, {v['precision']}) = {e['paper']:.2g} FLOPs",
-        f"analytic count: 6 x {e['params']:.3g} params x {e['tokens']:.3g} tokens per side "
-        f"+ attention {e['attention']:.2g}" + ("" if e["attention"] else " (no --layers/--d-model)")
-        + f" = {e['analytic']:.2g} FLOPs",
-        f"analytic / paper's estimate: {e['analytic'] / e['paper']:.0%} (the utilisation of the quoted "
-        "rate that the analytic count implies)"])
+    return "\n".join(
+        [
+            f"paper's estimate (Table 2): {v['hours']:g} h x {v['gpus']} GPUs x {rate:g} TFLOPS "
+            f"({v['gpu']}, {v['precision']}) = {e['paper']:.2g} FLOPs",
+            f"analytic count: 6 x {e['params']:.3g} params x {e['tokens']:.3g} tokens per side "
+            f"+ attention {e['attention']:.2g}"
+            + ("" if e["attention"] else " (no --layers/--d-model)")
+            + f" = {e['analytic']:.2g} FLOPs",
+            f"analytic / paper's estimate: {e['analytic'] / e['paper']:.0%} (the utilisation of the quoted "
+            "rate that the analytic count implies)",
+        ]
+    )
 
 
 def parse_args(argv=None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", choices=sorted(PAPER_RUNS), help="the paper's run (section 5.2) as defaults")
     p.add_argument("--hours", type=float, help="training time")
     p.add_argument("--gpus", type=int, help="number of GPUs")

@@ -16,6 +16,7 @@ model's source positions; the output file is written atomically. --fairseq-forma
 S-i (source pieces), H-i (score in base 2, pieces) and D-i (score, detokenized) lines in input
 order, which the scoring scripts that read fairseq-generate's output accept.
 """
+
 import argparse
 import logging
 import re
@@ -43,6 +44,7 @@ def translate_lines(mt, lines: list, batch_size: int, progress: bool = True, **d
     """(text, tokens, score) per line, in input order, with a progress bar: the lines sorted by
     length (as fairseq-generate batches them), batch_size at a time."""
     from tqdm import tqdm
+
     try:
         _, tokens = mt.check(lines)  # every line before the first batch: an error comes before any output
     except PluginError as e:
@@ -51,9 +53,10 @@ def translate_lines(mt, lines: list, batch_size: int, progress: bool = True, **d
     out = [None] * len(lines)
     with tqdm(total=len(lines), unit="sent", file=sys.stderr, disable=not progress, desc="[translate]") as bar:
         for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
-            for i, result in zip(chunk, mt.translate_tokens([tokens[i] for i in chunk], batch_size=batch_size,
-                                                            **decoding), strict=True):
+            chunk = order[start : start + batch_size]
+            for i, result in zip(
+                chunk, mt.translate_tokens([tokens[i] for i in chunk], batch_size=batch_size, **decoding), strict=True
+            ):
                 out[i] = result
             bar.update(len(chunk))
     return out
@@ -68,16 +71,21 @@ def _at_line(e: PluginError) -> PluginError:
 def write(out, lines: list, results: list, fairseq_format: bool, mt) -> None:
     for i, (line, (text, tokens, score)) in enumerate(zip(lines, results, strict=True)):
         if fairseq_format:
-            out.write(f"S-{i}\t{' '.join(mt.encode(line))}\nH-{i}\t{log2(score):.6f}\t{' '.join(tokens)}\n"
-                      f"D-{i}\t{log2(score):.6f}\t{text}\n")
+            out.write(
+                f"S-{i}\t{' '.join(mt.encode(line))}\nH-{i}\t{log2(score):.6f}\t{' '.join(tokens)}\n"
+                f"D-{i}\t{log2(score):.6f}\t{text}\n"
+            )
         else:
             out.write(text + "\n")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     doc = __doc__.split("\n\n")
-    p = argparse.ArgumentParser(description=doc[0], epilog="examples:\n" + doc[1] + "\n\n" + "\n\n".join(doc[2:]),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=doc[0],
+        epilog="examples:\n" + doc[1] + "\n\n" + "\n\n".join(doc[2:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("model", type=Path, help="the --out folder of export_ctranslate2.py")
     p.add_argument("--spm-model", type=Path, help="the sentencepiece model of the data (omit: input is segmented)")
     p.add_argument("--input", default="-", help="text file, one sentence per line (default: stdin)")
@@ -88,8 +96,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-len-b", type=int, default=50, help="(section 6.1: b=50)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
     p.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
-    p.add_argument("--compute-type", default="default", help="CTranslate2's: default (as exported), float32, "
-                   "int8, int8_float32, float16, int8_float16, bfloat16")
+    p.add_argument(
+        "--compute-type",
+        default="default",
+        help="CTranslate2's: default (as exported), float32, int8, int8_float32, float16, int8_float16, bfloat16",
+    )
     p.add_argument("--inter-threads", type=int, default=1, help="batches translated in parallel")
     p.add_argument("--intra-threads", type=int, default=0, help="threads per batch (0: all cores)")
     p.add_argument("--fairseq-format", action="store_true", help="write fairseq-generate's S-/H-/D- lines")
@@ -105,20 +116,29 @@ def main(argv=None) -> None:
     a = parse_args(argv)
     if a.output is not None and a.input != "-" and same_file(a.output, a.input):
         raise PluginError(f"the output {a.output} is the input {a.input}: give another --output")
-    mt = load_ctranslate2(a.model, spm_model=a.spm_model, device=a.device, compute_type=a.compute_type,
-                          inter_threads=a.inter_threads, intra_threads=a.intra_threads)
+    mt = load_ctranslate2(
+        a.model,
+        spm_model=a.spm_model,
+        device=a.device,
+        compute_type=a.compute_type,
+        inter_threads=a.inter_threads,
+        intra_threads=a.intra_threads,
+    )
     lines = read_lines(a.input)
     start = time.perf_counter()
-    results = translate_lines(mt, lines, a.batch_size, not a.quiet, beam=a.beam, lenpen=a.lenpen,
-                              max_len_a=a.max_len_a, max_len_b=a.max_len_b)
+    results = translate_lines(
+        mt, lines, a.batch_size, not a.quiet, beam=a.beam, lenpen=a.lenpen, max_len_a=a.max_len_a, max_len_b=a.max_len_b
+    )
     seconds = time.perf_counter() - start
     if a.output is None:
         write(sys.stdout, lines, results, a.fairseq_format, mt)
     else:
         with atomic_output(a.output, "w", encoding="utf-8") as f:
             write(f, lines, results, a.fairseq_format, mt)
-    print(f"[translate] {len(lines)} sentences in {seconds:.1f} s ({len(lines) / max(seconds, 1e-9):.1f} sentences/s)",
-          file=sys.stderr)
+    print(
+        f"[translate] {len(lines)} sentences in {seconds:.1f} s ({len(lines) / max(seconds, 1e-9):.1f} sentences/s)",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Shared fixtures; the helpers themselves live in helpers.py."""
+
 import sys
 from pathlib import Path
 

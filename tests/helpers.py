@@ -1,5 +1,6 @@
 """Test helpers: tiny dictionaries and models (d_model <= 64) that run fast on a CPU.
 (A module of its own name: several conftest.py files exist, so `from conftest import` is ambiguous.)"""
+
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,6 +16,7 @@ from attn_only_plugin.models.transformer import AttnOnlyTransformer, Transformer
 
 def make_dictionary(n_symbols: int = 20):
     from fairseq.data import Dictionary
+
     d = Dictionary()
     for i in range(n_symbols):
         d.add_symbol(f"w{i}")
@@ -23,8 +25,16 @@ def make_dictionary(n_symbols: int = 20):
 
 def build_model(dictionary, tgt_dictionary=None, **overrides):
     """A tiny model on a fake task; overrides are TransformerConfig fields."""
-    values = dict(encoder_layers=2, decoder_layers=2, d_model=32, d_ff=64, heads=4, dropout=0.0,
-                  max_source_positions=64, max_target_positions=64)
+    values = dict(
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=32,
+        d_ff=64,
+        heads=4,
+        dropout=0.0,
+        max_source_positions=64,
+        max_target_positions=64,
+    )
     values.update(overrides)
     task = SimpleNamespace(source_dictionary=dictionary, target_dictionary=tgt_dictionary or dictionary)
     torch.manual_seed(0)
@@ -38,12 +48,25 @@ def build_builtin(dictionary, d_model=32, d_ff=64, heads=4, layers=2, normalize_
 
     from fairseq.models.transformer import TransformerModel
     from fairseq.models.transformer.transformer_legacy import base_architecture
+
     args = argparse.Namespace(
-        encoder_embed_dim=d_model, decoder_embed_dim=d_model, encoder_ffn_embed_dim=d_ff, decoder_ffn_embed_dim=d_ff,
-        encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_layers=layers, decoder_layers=layers,
-        encoder_learned_pos=True, decoder_learned_pos=True, share_all_embeddings=True, dropout=0.0,
-        encoder_normalize_before=normalize_before, decoder_normalize_before=normalize_before,
-        max_source_positions=64, max_target_positions=64)
+        encoder_embed_dim=d_model,
+        decoder_embed_dim=d_model,
+        encoder_ffn_embed_dim=d_ff,
+        decoder_ffn_embed_dim=d_ff,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_learned_pos=True,
+        decoder_learned_pos=True,
+        share_all_embeddings=True,
+        dropout=0.0,
+        encoder_normalize_before=normalize_before,
+        decoder_normalize_before=normalize_before,
+        max_source_positions=64,
+        max_target_positions=64,
+    )
     base_architecture(args)
     task = SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary)
     torch.manual_seed(seed)
@@ -65,6 +88,7 @@ def random_batch(dictionary, B=3, S=7, T=6, seed=0):
 def script(name):
     """scripts/NAME.py as a module (scripts/ is not a package)."""
     import importlib.util
+
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -10,6 +10,7 @@ checkpoints or checkpoints of different shapes/names and a truncated one
 (scripts/test_average_checkpoints.py::test_refusals_are_one_line_and_leave_output_alone), a
 treebank with unbalanced brackets (parsing/test_ptb.py, parsing/test_pipeline.py), a checkpoint
 whose pickle would run code (test_untrusted_checkpoints.py)."""
+
 import hashlib
 import importlib.util
 import os
@@ -46,8 +47,11 @@ def snapshot(folder: Path) -> dict:
     holds a pid, not anything saved."""
     if not folder.exists():
         return {}
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != LOCK_NAME}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != LOCK_NAME
+    }
 
 
 def load_script(name):
@@ -86,16 +90,50 @@ def checkpoint(setup):
 
 
 def generate(setup, path, *extra, data=None):
-    return run("fairseq-generate", data or setup / "bin", "--user-dir", PLUGIN, "--path", path, "--cpu",
-               "--beam", 2, "--batch-size", 50, "--max-len-a", 0, "--max-len-b", 5, *extra, ok=False)
+    return run(
+        "fairseq-generate",
+        data or setup / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        path,
+        "--cpu",
+        "--beam",
+        2,
+        "--batch-size",
+        50,
+        "--max-len-a",
+        0,
+        "--max-len-b",
+        5,
+        *extra,
+        ok=False,
+    )
 
 
 def interactive(setup, checkpoint, stdin, *extra):
-    return run("fairseq-interactive", setup / "bin", "--user-dir", PLUGIN, "--path", checkpoint, "--cpu",
-               "--beam", 2, "--max-len-a", 0, "--max-len-b", 5, *extra, stdin=stdin, ok=False)
+    return run(
+        "fairseq-interactive",
+        setup / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        checkpoint,
+        "--cpu",
+        "--beam",
+        2,
+        "--max-len-a",
+        0,
+        "--max-len-b",
+        5,
+        *extra,
+        stdin=stdin,
+        ok=False,
+    )
 
 
 # 1. missing or empty data directory -----------------------------------------------------------
+
 
 def test_missing_or_empty_data_directory(setup, checkpoint, tmp_path):
     proc = train(tmp_path / "nowhere", tmp_path / "save", *ARCH, ok=False)
@@ -109,6 +147,7 @@ def test_missing_or_empty_data_directory(setup, checkpoint, tmp_path):
 
 def test_data_directory_checks_in_process(setup, tmp_path):
     from attn_only_plugin.guards.input_checks import check_data_dir
+
     dicts_only = tmp_path / "deploy"
     dicts_only.mkdir()
     for name in ("dict.src.txt", "dict.tgt.txt"):
@@ -116,8 +155,11 @@ def test_data_directory_checks_in_process(setup, tmp_path):
     with pytest.raises(PluginError, match="cannot tell the language pair .* pass --source-lang and --target-lang"):
         check_data_dir(str(dicts_only))
     check_data_dir(str(dicts_only), "src", "tgt")  # fine with the pair named
-    with pytest.raises(PluginError, match=r"no dict\.de\.txt in .*\(it has dict\.src\.txt, dict\.tgt\.txt\): "
-                                          "check --source-lang"):
+    with pytest.raises(
+        PluginError,
+        match=r"no dict\.de\.txt in .*\(it has dict\.src\.txt, dict\.tgt\.txt\): "
+        "check --source-lang",
+    ):
         check_data_dir(str(dicts_only), "de", "tgt")
     with pytest.raises(PluginError, match="data directory .* does not exist"):
         attn_only_plugin.load(setup / "ckpt", data=tmp_path / "nowhere")
@@ -126,14 +168,19 @@ def test_data_directory_checks_in_process(setup, tmp_path):
 
 
 def test_missing_checkpoint_and_split_name_the_fix(setup, checkpoint, tmp_path):
-    one_line_error(generate(setup, tmp_path / "nope.pt"), f"Model file not found: {tmp_path / 'nope.pt'}",
-                   "give --path a checkpoint that exists")
+    one_line_error(
+        generate(setup, tmp_path / "nope.pt"),
+        f"Model file not found: {tmp_path / 'nope.pt'}",
+        "give --path a checkpoint that exists",
+    )
     from attn_only_plugin.guards.errors import _find_plugin_error  # fairseq's message for a missing split
+
     err, fix = _find_plugin_error(FileNotFoundError(f"Dataset not found: test7 ({setup / 'bin'})"))
     assert err is not None and "--gen-subset" in fix
 
 
 # 2. dictionaries that do not match the checkpoint ----------------------------------------------
+
 
 def test_dictionaries_do_not_match_checkpoint(setup, checkpoint, tmp_path):
     other = tmp_path / "bin"
@@ -149,9 +196,11 @@ def test_dictionaries_do_not_match_checkpoint(setup, checkpoint, tmp_path):
 
 # 3. a checkpoint of another architecture ------------------------------------------------------
 
+
 def _fairseq_layout(checkpoint, out):
     """Our checkpoint with fairseq `transformer` weights (and our config): another architecture."""
     from attn_only_plugin.export.fairseq import ours_to_fairseq
+
     state = torch.load(checkpoint, weights_only=True)
     state["model"] = ours_to_fairseq(state["model"], 1, 8, 8, 4)
     torch.save(state, out)
@@ -160,8 +209,11 @@ def _fairseq_layout(checkpoint, out):
 
 def test_checkpoint_of_another_architecture(setup, checkpoint, tmp_path, capsys):
     other = _fairseq_layout(checkpoint, tmp_path / "other.pt")
-    one_line_error(generate(setup, other), "checkpoint does not fit this model: missing encoder.embed.tokens.weight",
-                   "another architecture? Use its own --arch")
+    one_line_error(
+        generate(setup, other),
+        "checkpoint does not fit this model: missing encoder.embed.tokens.weight",
+        "another architecture? Use its own --arch",
+    )
     # averaging it with ours: refused, the output path left alone
     out = tmp_path / "avg.pt"
     assert load_script("average_checkpoints").main(["--inputs", str(checkpoint), str(other), "--output", str(out)]) == 1
@@ -170,8 +222,11 @@ def test_checkpoint_of_another_architecture(setup, checkpoint, tmp_path, capsys)
     assert not out.exists()
     # converting ours as if it were fairseq's, and fairseq's as if it were ours
     convert = load_script("convert_checkpoint")
-    with pytest.raises(SystemExit, match="model is 'attn_only_transformer', not fairseq's transformer: --to ours "
-                                         "converts fairseq transformer checkpoints"):
+    with pytest.raises(
+        SystemExit,
+        match="model is 'attn_only_transformer', not fairseq's transformer: --to ours "
+        "converts fairseq transformer checkpoints",
+    ):
         convert.main(["--to", "ours", str(checkpoint), str(out)])
     assert convert.main(["--to", "fairseq", str(checkpoint), str(tmp_path / "fs.pt")]) is None
     with pytest.raises(SystemExit, match="not attn_only_transformer: --to fairseq converts our checkpoints"):
@@ -181,12 +236,16 @@ def test_checkpoint_of_another_architecture(setup, checkpoint, tmp_path, capsys)
 
 # 4. truncated or corrupt checkpoint -----------------------------------------------------------
 
+
 def test_truncated_or_corrupt_checkpoint(setup, checkpoint, tmp_path):
     (tmp_path / "cut").mkdir()
     truncated = tmp_path / "cut" / "checkpoint_last.pt"
     truncated.write_bytes(checkpoint.read_bytes()[:5000])
-    one_line_error(generate(setup, truncated), f"cannot read checkpoint {truncated}: it is corrupt or truncated "
-                   "(its zip archive is incomplete)", "copy it again")
+    one_line_error(
+        generate(setup, truncated),
+        f"cannot read checkpoint {truncated}: it is corrupt or truncated (its zip archive is incomplete)",
+        "copy it again",
+    )
     with pytest.raises(PluginError, match="corrupt or truncated"):
         attn_only_plugin.load(tmp_path / "cut", data=setup / "bin")
     garbage = tmp_path / "cut" / "garbage.pt"
@@ -200,10 +259,13 @@ def test_truncated_or_corrupt_checkpoint(setup, checkpoint, tmp_path):
 
 # 6. longer than the positions table: the Python API (the CLIs: test_end_to_end.py) ----------------
 
+
 def test_python_api_sentence_longer_than_positions(setup):
     mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin")
-    with pytest.raises(PluginError, match="sentence 1 is 1101 tokens long .*more than the model's 1024 source "
-                                          "positions: split or shorten it"):
+    with pytest.raises(
+        PluginError,
+        match="sentence 1 is 1101 tokens long .*more than the model's 1024 source positions: split or shorten it",
+    ):
         mt.translate(["1 2", " ".join(["3"] * 1100)])
 
 
@@ -215,19 +277,24 @@ def test_python_api_arguments_are_checked(setup):
     with pytest.raises(PluginError, match="^load\\(\\) got unknown keyword argument beem: check the spelling"):
         attn_only_plugin.load(setup / "ckpt", data=setup / "bin", beem=5)
     mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin", max_source_positions=1024)  # a known override
-    for kwargs, message in [(dict(beam=0), "beam=0: give a whole number >= 1"), (dict(beam=-2), "beam=-2"),
-                            (dict(beam=2.5), "beam=2.5: give a whole number"), (dict(beam="4"), "beam='4'"),
-                            (dict(beam=True), "beam=True"),
-                            (dict(max_len_b=-5), "max_len_b=-5: give a whole number >= 0"),
-                            (dict(lenpen=float("nan")), "lenpen=nan: give a number >= 0.0"),
-                            (dict(max_len_a=-1), "max_len_a=-1"),
-                            (dict(nbestt=2), "translate\\(\\) got unknown keyword argument nbestt")]:
+    for kwargs, message in [
+        (dict(beam=0), "beam=0: give a whole number >= 1"),
+        (dict(beam=-2), "beam=-2"),
+        (dict(beam=2.5), "beam=2.5: give a whole number"),
+        (dict(beam="4"), "beam='4'"),
+        (dict(beam=True), "beam=True"),
+        (dict(max_len_b=-5), "max_len_b=-5: give a whole number >= 0"),
+        (dict(lenpen=float("nan")), "lenpen=nan: give a number >= 0.0"),
+        (dict(max_len_a=-1), "max_len_a=-1"),
+        (dict(nbestt=2), "translate\\(\\) got unknown keyword argument nbestt"),
+    ]:
         with pytest.raises(PluginError, match=f"^{message}"):
             mt.translate("1 2", **kwargs)
     assert isinstance(mt.translate("1 2", beam=2, max_len_b=3, nbest=1), str)  # the control, a fairseq option too
 
 
 # 7. empty and whitespace-only input; 8. text that is not UTF-8 -------------------------------------
+
 
 def test_interactive_empty_line(setup, checkpoint):
     proc = interactive(setup, checkpoint, "1 2 3\n   \n4 5\n")
@@ -244,6 +311,7 @@ def test_interactive_not_utf8(setup, checkpoint, tmp_path):
 
 def test_interactive_reader_in_process(tmp_path):
     from attn_only_plugin.guards.input_checks import read_input_lines
+
     (tmp_path / "ok.txt").write_text("a b\n  c  \n")
     assert list(read_input_lines(str(tmp_path / "ok.txt"), 1)) == [["a b"], ["c"]]
     (tmp_path / "empty.txt").write_text("a\n\n")
@@ -268,12 +336,15 @@ def test_interactive_reader_text_stdin(monkeypatch):
     import io
 
     from attn_only_plugin.guards.input_checks import read_input_lines
+
     monkeypatch.setattr(sys, "stdin", io.StringIO("a b\n  c  \n"))
     assert list(read_input_lines("-", 10)) == [["a b", "c"]]
-    for text, message in [("1\n3 \udce9 4\n", "input line 2 is not UTF-8 text \\(byte 0xe9 at byte 2\\)"),
-                          ("1\n\ud800\n", "input line 2 is not valid text \\(a lone surrogate, U\\+D800"),
-                          ("1\n\u200b2\n", "input line 2 holds an invisible character, U\\+200B"),
-                          ("1\n \n", "input line 2 is empty")]:
+    for text, message in [
+        ("1\n3 \udce9 4\n", "input line 2 is not UTF-8 text \\(byte 0xe9 at byte 2\\)"),
+        ("1\n\ud800\n", "input line 2 is not valid text \\(a lone surrogate, U\\+D800"),
+        ("1\n\u200b2\n", "input line 2 holds an invisible character, U\\+200B"),
+        ("1\n \n", "input line 2 is empty"),
+    ]:
         monkeypatch.setattr(sys, "stdin", io.StringIO(text))
         with pytest.raises(PluginError, match=message):
             list(read_input_lines("-", 10))
@@ -284,13 +355,15 @@ def test_interactive_reader_text_stdin(monkeypatch):
 
 def test_python_api_empty_bytes_and_not_unicode(setup):
     mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin")
-    for bad, message in [("", "sentence 0 is empty or whitespace only: remove it"),
-                         ("   ", "sentence 0 is empty or whitespace only"),
-                         (["1 2", "\t"], "sentence 1 is empty or whitespace only"),
-                         (b"1 2", "sentences is bytes, not str: decode it first"),
-                         (["1 2", b"3"], "sentence 1 is bytes, not str"),
-                         (["1 2", None], "sentence 1 is NoneType, not str"),
-                         (b"1 \xe9".decode("utf-8", "surrogateescape"), "sentence 0 is not valid Unicode text")]:
+    for bad, message in [
+        ("", "sentence 0 is empty or whitespace only: remove it"),
+        ("   ", "sentence 0 is empty or whitespace only"),
+        (["1 2", "\t"], "sentence 1 is empty or whitespace only"),
+        (b"1 2", "sentences is bytes, not str: decode it first"),
+        (["1 2", b"3"], "sentence 1 is bytes, not str"),
+        (["1 2", None], "sentence 1 is NoneType, not str"),
+        (b"1 \xe9".decode("utf-8", "surrogateescape"), "sentence 0 is not valid Unicode text"),
+    ]:
         with pytest.raises(PluginError, match=message):
             mt.translate(bad)
     with pytest.raises(PluginError, match="the sentence is empty"):
@@ -302,16 +375,24 @@ def test_python_api_batch_that_is_not_a_list_and_empty_target(setup):
     """translate({"a": ...}) used to translate the dict's keys, translate(123) ended in a TypeError
     traceback, attention(..., target="") was accepted."""
     mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin")
-    for bad, message in [({"1 2": "x"}, "sentences is a dict, not a list: it would translate its keys; pass a list of "
-                                       "strings, e.g. list(d.values())"),
-                         ({"1 2", "3 4"}, "sentences is a set, whose order is arbitrary: pass a list of strings"),
-                         (123, "sentences is int, not str: pass a string or a list of strings"),
-                         (None, "sentences is NoneType, not str")]:
+    for bad, message in [
+        (
+            {"1 2": "x"},
+            "sentences is a dict, not a list: it would translate its keys; pass a list of "
+            "strings, e.g. list(d.values())",
+        ),
+        ({"1 2", "3 4"}, "sentences is a set, whose order is arbitrary: pass a list of strings"),
+        (123, "sentences is int, not str: pass a string or a list of strings"),
+        (None, "sentences is NoneType, not str"),
+    ]:
         with pytest.raises(PluginError, match=f"^{re.escape(message)}"):
             mt.translate(bad)
-    for target, message in [("", "the target is empty or whitespace only: remove it"),
-                            (" \t", "the target is empty or whitespace only"), (b"1", "the target is bytes, not str"),
-                            (12, "the target is int, not str")]:
+    for target, message in [
+        ("", "the target is empty or whitespace only: remove it"),
+        (" \t", "the target is empty or whitespace only"),
+        (b"1", "the target is bytes, not str"),
+        (12, "the target is int, not str"),
+    ]:
         with pytest.raises(PluginError, match=f"^{re.escape(message)}"):
             mt.attention("1 2", target=target)
     assert mt.translate(("1 2", "3 4")) == mt.translate(["1 2", "3 4"])  # the controls: any sequence of strings
@@ -325,13 +406,27 @@ def test_prepare_scripts_refuse_non_utf8(tmp_path):
         for lang in ("en", "de"):
             (data / f"{split}.{lang}").write_text("ein Satz\n" * 5, encoding="utf-8")
     (data / "valid.de").write_bytes(b"ein Satz\nGr\xfc\xdfe\n")  # latin-1
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "spm_prepare.py"), "--data", str(data),
-                           "--vocab-size", "100", "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "spm_prepare.py"),
+            "--data",
+            str(data),
+            "--vocab-size",
+            "100",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [
         f"error: {data / 'valid.de'} line 2 is not UTF-8 text (byte 0xfc at byte 2): convert the corpus to UTF-8 "
-        "first, e.g. iconv -f latin1 -t utf-8"]
+        "first, e.g. iconv -f latin1 -t utf-8"
+    ]
     assert not (tmp_path / "out").exists()
     from attn_only_plugin.parsing.ptb import read_trees
+
     (tmp_path / "wsj_0001.mrg").write_bytes(b"( (S (NN a)) )\n( (S (NN caf\xe9)) )\n")
     with pytest.raises(ValueError, match=r"wsj_0001.mrg: line 2: not UTF-8 text \(byte 0xe9\): convert"):
         read_trees(tmp_path / "wsj_0001.mrg")
@@ -341,47 +436,72 @@ def test_prepare_scripts_refuse_non_utf8(tmp_path):
 
 # 9. sentencepiece model missing or not matching the dictionary ----------------------------------
 
+
 @pytest.fixture(scope="module")
 def spm_models(setup):
     """A sentencepiece model of digits (fits the digit dictionary) and one of words (does not)."""
     import sentencepiece as spm
+
     out = setup / "spm"
     out.mkdir()
-    texts = {"digits": "3 1 4 1 5 9 2 6 5 3 5 8 9 7 9 3 2 3 8 4 6 2 6 4 3 3 8 3 2 7 9 5 0 2 8 8\n" * 20,
-             "words": "alpha beta gamma delta epsilon zeta theta kappa lambda\n" * 20}
+    texts = {
+        "digits": "3 1 4 1 5 9 2 6 5 3 5 8 9 7 9 3 2 3 8 4 6 2 6 4 3 3 8 3 2 7 9 5 0 2 8 8\n" * 20,
+        "words": "alpha beta gamma delta epsilon zeta theta kappa lambda\n" * 20,
+    }
     for name, text in texts.items():
         (out / f"{name}.txt").write_text(text)
-        spm.SentencePieceTrainer.train(input=str(out / f"{name}.txt"), model_prefix=str(out / name), vocab_size=20,
-                                       model_type="bpe", bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0, minloglevel=2)
+        spm.SentencePieceTrainer.train(
+            input=str(out / f"{name}.txt"),
+            model_prefix=str(out / name),
+            vocab_size=20,
+            model_type="bpe",
+            bos_id=-1,
+            eos_id=-1,
+            pad_id=-1,
+            unk_id=0,
+            minloglevel=2,
+        )
     return out
 
 
 def test_sentencepiece_model_missing_or_not_matching(setup, checkpoint, spm_models, tmp_path):
     words = spm_models / "words.model"
     proc = interactive(setup, checkpoint, "1 2\n", "--bpe", "sentencepiece", "--sentencepiece-model", words)
-    one_line_error(proc, f"sentencepiece model {words} does not match the source dictionary: 10 of the "
-                   "dictionary's 10 entries", "give the spm.model that prepared this data")
+    one_line_error(
+        proc,
+        f"sentencepiece model {words} does not match the source dictionary: 10 of the dictionary's 10 entries",
+        "give the spm.model that prepared this data",
+    )
     assert "H-" not in proc.stdout
     with pytest.raises(PluginError, match="does not match the source dictionary in"):
         attn_only_plugin.load(setup / "ckpt", data=setup / "bin", spm_model=words)
     with pytest.raises(PluginError, match="no sentencepiece model at"):
         attn_only_plugin.load(setup / "ckpt", data=setup / "bin", spm_model=tmp_path / "nope.model")
     from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE  # --sentencepiece-model in the CLIs
+
     with pytest.raises(PluginError, match="no sentencepiece model at .*give --sentencepiece-model the spm.model"):
-        SentencepieceBPE(SimpleNamespace(sentencepiece_model=str(tmp_path / "nope.model"),
-                                         sentencepiece_enable_sampling=False, sentencepiece_alpha=None))
+        SentencepieceBPE(
+            SimpleNamespace(
+                sentencepiece_model=str(tmp_path / "nope.model"),
+                sentencepiece_enable_sampling=False,
+                sentencepiece_alpha=None,
+            )
+        )
     mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin", spm_model=spm_models / "digits.model")
     assert isinstance(mt.translate("1 2 3"), str)  # the control: a model whose pieces cover the dictionary
 
 
 # 11. warm-up <= 0, 12. label smoothing outside [0, 1) --------------------------------------------
 
+
 def test_warmup_not_positive_leaves_checkpoints_alone(setup, tmp_path):
     save = tmp_path / "ckpt"
     shutil.copytree(setup / "ckpt", save)
     before = snapshot(save)
-    one_line_error(train(setup / "bin", save, *ARCH, "--warmup-updates", -5, max_update=6, ok=False),
-                   "--warmup-updates must be > 0, got -5")
+    one_line_error(
+        train(setup / "bin", save, *ARCH, "--warmup-updates", -5, max_update=6, ok=False),
+        "--warmup-updates must be > 0, got -5",
+    )
     assert snapshot(save) == before
 
 
@@ -389,6 +509,7 @@ def test_label_smoothing_and_warmup_ranges_in_process():
     from attn_only_plugin.criterions.label_smoothed_ce import LabelSmoothedCrossEntropy
     from attn_only_plugin.lr_scheduler.noam import NoamSchedule
     from helpers import make_dictionary
+
     task = SimpleNamespace(target_dictionary=make_dictionary())
     for eps in (1.0, -0.1, 1.5):
         with pytest.raises(PluginError, match=r"--label-smoothing must be in \[0, 1\), got"):
@@ -405,16 +526,38 @@ def test_resume_with_another_optimizer_or_bad_betas(setup, tmp_path):
     save = tmp_path / "ckpt"
     shutil.copytree(setup / "ckpt", save)
     before = snapshot(save)
-    proc = run("fairseq-train", setup / "bin", "--user-dir", PLUGIN, *ARCH, "--criterion", "paper_label_smoothed_ce",
-               "--lr-scheduler", "noam", "--optimizer", "adam", "--max-tokens", 2000, "--max-update", 6,
-               "--save-dir", save, "--cpu", ok=False)
+    proc = run(
+        "fairseq-train",
+        setup / "bin",
+        "--user-dir",
+        PLUGIN,
+        *ARCH,
+        "--criterion",
+        "paper_label_smoothed_ce",
+        "--lr-scheduler",
+        "noam",
+        "--optimizer",
+        "adam",
+        "--max-tokens",
+        2000,
+        "--max-update",
+        6,
+        "--save-dir",
+        save,
+        "--cpu",
+        ok=False,
+    )
     one_line_error(proc, "Optimizer does not match", "--reset-optimizer")
-    one_line_error(train(setup / "bin", save, *ARCH, "--adam-betas", "(0.9, 1.5)", max_update=6, ok=False),
-                   "--adam-betas must be two numbers in [0, 1)", "'(0.9, 1.5)'")
+    one_line_error(
+        train(setup / "bin", save, *ARCH, "--adam-betas", "(0.9, 1.5)", max_update=6, ok=False),
+        "--adam-betas must be two numbers in [0, 1)",
+        "'(0.9, 1.5)'",
+    )
     assert snapshot(save) == before
 
 
 # 13. NaN/inf loss -------------------------------------------------------------------------------
+
 
 def test_nan_loss_stops_naming_the_update(setup, tmp_path):
     """A learning rate of ~1e29 sends the weights to inf on the first resumed update and the loss
@@ -444,12 +587,24 @@ def test_checkpoint_with_non_finite_weights_is_refused_by_name(setup, checkpoint
     torch.save(state, save / "checkpoint_last.pt")
     checkpoints = lambda: {k: v for k, v in snapshot(save).items() if k.endswith(".pt")}  # noqa: E731
     before = checkpoints()
-    expected = (f"checkpoint {save / 'checkpoint_last.pt'} holds non-finite weights: {name} has 3 NaN/inf of its "
-                f"{state['model'][name].numel()} values", "use an earlier checkpoint of that run (fairseq-train "
-                "--restore-file checkpoint_E_U.pt")
+    expected = (
+        f"checkpoint {save / 'checkpoint_last.pt'} holds non-finite weights: {name} has 3 NaN/inf of its "
+        f"{state['model'][name].numel()} values",
+        "use an earlier checkpoint of that run (fairseq-train --restore-file checkpoint_E_U.pt",
+    )
     one_line_error(train(setup / "bin", save, *ARCH, max_update=6, ok=False), *expected)
-    one_line_error(train(setup / "bin", tmp_path / "new", *ARCH, "--finetune-from-model", save / "checkpoint_last.pt",
-                         max_update=6, ok=False), *expected)
+    one_line_error(
+        train(
+            setup / "bin",
+            tmp_path / "new",
+            *ARCH,
+            "--finetune-from-model",
+            save / "checkpoint_last.pt",
+            max_update=6,
+            ok=False,
+        ),
+        *expected,
+    )
     one_line_error(generate(setup, save / "checkpoint_last.pt"), *expected)
     assert checkpoints() == before and not list((tmp_path / "new").glob("*.pt"))
     with pytest.raises(PluginError, match=re.escape(expected[0])):
@@ -462,8 +617,11 @@ def test_checkpoint_storing_d_k_0_is_refused_and_loads_with_the_override(setup, 
     state = torch.load(checkpoint, weights_only=False)
     state["cfg"]["model"]["d_k"] = 0
     torch.save(state, tmp_path / "old.pt")
-    one_line_error(generate(setup, tmp_path / "old.pt"), "--d-k must be >= 1, got 0: leave it out for d_model / h = 8",
-                   "load it with --model-overrides \"{'d_k': None}\"")
+    one_line_error(
+        generate(setup, tmp_path / "old.pt"),
+        "--d-k must be >= 1, got 0: leave it out for d_model / h = 8",
+        "load it with --model-overrides \"{'d_k': None}\"",
+    )
     proc = generate(setup, tmp_path / "old.pt", "--model-overrides", "{'d_k': None}")
     assert proc.returncode == 0 and proc.stdout.count("H-") == 100, proc.stderr[-2000:]
 
@@ -474,11 +632,17 @@ def test_fp16_minimum_loss_scale_names_the_update():
     from attn_only_plugin.guards.input_checks import _checked_train_step
 
     def exploding(self, samples):
-        raise FloatingPointError("Minimum loss scale reached (0.0001). Your loss is probably exploding. Try "
-                                 "lowering the learning rate, using gradient clipping or increasing the batch size.")
+        raise FloatingPointError(
+            "Minimum loss scale reached (0.0001). Your loss is probably exploding. Try "
+            "lowering the learning rate, using gradient clipping or increasing the batch size."
+        )
+
     trainer = SimpleNamespace(get_num_updates=lambda: 41, cfg=SimpleNamespace())
-    with pytest.raises(PluginError, match=r"training stopped at update 42: Minimum loss scale reached \(0.0001\). "
-                                          "Your loss is probably exploding. Try lowering the learning rate"):
+    with pytest.raises(
+        PluginError,
+        match=r"training stopped at update 42: Minimum loss scale reached \(0.0001\). "
+        "Your loss is probably exploding. Try lowering the learning rate",
+    ):
         _checked_train_step(exploding)(trainer, [])
     with pytest.raises(KeyError):  # anything else passes through untouched
         _checked_train_step(lambda self, samples: {}["x"])(trainer, [])
@@ -492,45 +656,56 @@ def test_nan_gradients_with_weights_gone_non_finite_name_the_weight():
 
     def nan_gradients(self, samples):
         raise FloatingPointError("gradients are Nan/Inf")
+
     model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 2))
-    trainer = SimpleNamespace(get_num_updates=lambda: 6, model=model,
-                              cfg=SimpleNamespace(checkpoint=SimpleNamespace(save_dir="ckpt")))
+    trainer = SimpleNamespace(
+        get_num_updates=lambda: 6, model=model, cfg=SimpleNamespace(checkpoint=SimpleNamespace(save_dir="ckpt"))
+    )
     with pytest.raises(PluginError) as finite:
         _checked_train_step(nan_gradients)(trainer, [])
     assert "and run again (it resumes from checkpoint_last.pt" in str(finite.value)
     with torch.no_grad():
         model[1].weight[0, :2] = float("inf")
-    with pytest.raises(PluginError, match=re.escape(
+    with pytest.raises(
+        PluginError,
+        match=re.escape(
             "training stopped at update 7: the loss or gradients are NaN/inf, and so is the weight 1.weight (2 of 6 "
             "values); lower the learning rate (--lr, --lr-multiplier), raise --warmup-updates or set --clip-norm, and "
             "run again from a checkpoint saved before the weights diverged (checkpoint_last.pt is left as it was; if "
             "it was saved after, fairseq-train refuses it by name: give --restore-file an earlier checkpoint_E_U.pt; "
-            f"the failing state is in {os.path.join('ckpt', 'crash.pt')})")):
+            f"the failing state is in {os.path.join('ckpt', 'crash.pt')})"
+        ),
+    ):
         _checked_train_step(nan_gradients)(trainer, [])
 
 
 # 15+. other natural mistakes ---------------------------------------------------------------------
 
+
 def test_unknown_embedding_sharing_value(setup, tmp_path):
     proc = train(setup / "bin", tmp_path / "save", *ARCH, "--embedding-sharing", "both", ok=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "argument --embedding-sharing: invalid choice: 'both' (choose from 'all', 'decoder', 'none')" in \
-        proc.stderr.strip().splitlines()[-1]
+    assert (
+        "argument --embedding-sharing: invalid choice: 'both' (choose from 'all', 'decoder', 'none')"
+        in proc.stderr.strip().splitlines()[-1]
+    )
     assert not (tmp_path / "save").exists()
 
 
 def test_convert_output_in_missing_folder(checkpoint, tmp_path):
     with pytest.raises(SystemExit, match="the folder of .*missing/out.pt does not exist: create it first"):
-        load_script("convert_checkpoint").main(["--to", "fairseq", str(checkpoint),
-                                                str(tmp_path / "missing" / "out.pt")])
+        load_script("convert_checkpoint").main(
+            ["--to", "fairseq", str(checkpoint), str(tmp_path / "missing" / "out.pt")]
+        )
     assert not (tmp_path / "missing").exists()
 
 
 def test_constrain_trees_on_translation_data(setup, checkpoint):
     proc = generate(setup, checkpoint, "--task", "constituency_parsing", "--constrain-trees")
     one_line_error(proc, "--constrain-trees: the target dictionary has no XX", "prepare_ptb.py")
-    proc = generate(setup, checkpoint, "--task", "constituency_parsing", "--constrain-trees", "--sampling",
-                    "--nbest", 2)
+    proc = generate(
+        setup, checkpoint, "--task", "constituency_parsing", "--constrain-trees", "--sampling", "--nbest", 2
+    )
     one_line_error(proc, "--constrain-trees works with plain beam search")
 
 
@@ -540,16 +715,20 @@ def test_check_output_rule(tmp_path):
     is replaced only with force; inputs that do not exist are left to their own checks."""
     from attn_only_plugin.guards.atomic import check_output
     from attn_only_plugin.guards.errors import PluginError
+
     data = tmp_path / "data"
     data.mkdir()
     (data / "a.txt").write_text("input")
     (tmp_path / "alias").symlink_to(data)
     os.link(data / "a.txt", tmp_path / "hard.txt")
-    for out, inputs, problem in [(data, [data], "is the input"), (data / "a.txt", [data / "a.txt"], "is the input"),
-                                 (tmp_path / "hard.txt", [data / "a.txt"], "is the input"),
-                                 (tmp_path / "alias" / "a.txt", [data / "a.txt"], "is the input"),
-                                 (tmp_path, [data / "a.txt"], "holds the input"),
-                                 (tmp_path / "alias" / "new", [data], "lies inside the input")]:
+    for out, inputs, problem in [
+        (data, [data], "is the input"),
+        (data / "a.txt", [data / "a.txt"], "is the input"),
+        (tmp_path / "hard.txt", [data / "a.txt"], "is the input"),
+        (tmp_path / "alias" / "a.txt", [data / "a.txt"], "is the input"),
+        (tmp_path, [data / "a.txt"], "holds the input"),
+        (tmp_path / "alias" / "new", [data], "lies inside the input"),
+    ]:
         for force in (False, True):
             with pytest.raises(PluginError, match=f"^--out {re.escape(str(out))} {problem} "):
                 check_output(out, [tmp_path / "missing", *inputs], force)
@@ -563,6 +742,7 @@ def test_atomic_output_names_the_users_path(tmp_path):
     """Issue 30, item 8: a path that is a folder failed at the end with the hidden temporary file's name
     ('.avg_outdir.XXXX.tmp: Is a directory'); now one line naming the user's path, before writing."""
     from attn_only_plugin.guards.atomic import atomic_output
+
     (tmp_path / "avg_outdir").mkdir()
     with pytest.raises(PluginError, match=f"^{re.escape(str(tmp_path / 'avg_outdir'))} is a folder: give a file path"):
         with atomic_output(tmp_path / "avg_outdir") as f:

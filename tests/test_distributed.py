@@ -14,6 +14,7 @@ either started by hand (--distributed-rank R --distributed-init-method tcp://...
 or by torchrun (made to work without CUDA by fairseq_fixes item 5), with --distributed-backend gloo
 and --ddp-backend legacy_ddp (pytorch_ddp passes GPU device ids to DistributedDataParallel).
 """
+
 import re
 import subprocess
 
@@ -68,8 +69,9 @@ def start_ranks(cmds, logs):
     try:
         for cmd, log in zip(cmds, logs, strict=True):
             with open(log, "w") as out:
-                procs.append(subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT,
-                                              cwd=ROOT, env=ENV))
+                procs.append(
+                    subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=ENV)
+                )
         for proc in procs:
             proc.wait(timeout=TIMEOUT)
     finally:
@@ -85,9 +87,24 @@ def start_ranks(cmds, logs):
 def test_two_gloo_processes_started_by_hand_equal_update_freq_2(data, single, tmp_path):
     """The documented CPU launch: one fairseq-train per rank, rendezvous over TCP on a free port."""
     save, init = tmp_path / "ckpt", f"tcp://127.0.0.1:{free_port()}"
-    cmds = [[BIN / "fairseq-train", *args(data, save, *CPU_DDP, "--distributed-world-size", 2,
-                                          "--distributed-rank", rank, "--distributed-init-method", init,
-                                          "--distributed-no-spawn")] for rank in range(2)]
+    cmds = [
+        [
+            BIN / "fairseq-train",
+            *args(
+                data,
+                save,
+                *CPU_DDP,
+                "--distributed-world-size",
+                2,
+                "--distributed-rank",
+                rank,
+                "--distributed-init-method",
+                init,
+                "--distributed-no-spawn",
+            ),
+        ]
+        for rank in range(2)
+    ]
     rank0, rank1 = start_ranks(cmds, [tmp_path / "rank0.log", tmp_path / "rank1.log"])
     assert "distributed init (rank 1)" in rank1
     assert_same_training(single, (save, rank0))
@@ -97,8 +114,17 @@ def test_torchrun_on_cpu_equals_update_freq_2(data, single, tmp_path):
     """torchrun --nproc-per-node 2 without --distributed-world-size: world size and rank come from
     torchrun's environment (fairseq alone divides by the CUDA device count and fails)."""
     save = tmp_path / "ckpt"
-    cmd = [BIN / "torchrun", "--nproc-per-node", 2, "--master-addr", "127.0.0.1", "--master-port", free_port(),
-           BIN / "fairseq-train", *args(data, save, *CPU_DDP)]
+    cmd = [
+        BIN / "torchrun",
+        "--nproc-per-node",
+        2,
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        free_port(),
+        BIN / "fairseq-train",
+        *args(data, save, *CPU_DDP),
+    ]
     (log,) = start_ranks([cmd], [tmp_path / "torchrun.log"])
     assert "distributed init (rank 1): env://" in log
     assert_same_training(single, (save, log))

@@ -1,5 +1,6 @@
 """README.md and docs/*.md cannot rot: every relative link (and its #anchor) resolves, and every
 `scripts/...`, `examples/...`, `tests/...` and `attn_only_plugin/...` path they name exists."""
+
 import re
 from pathlib import Path
 
@@ -48,15 +49,18 @@ def test_relative_links_resolve(page):
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_named_paths_exist(page):
-    missing = sorted({p.rstrip(".-") for p in PATH.findall(page.read_text(encoding="utf-8"))
-                      if not (ROOT / p.rstrip(".-")).exists()})
+    missing = sorted(
+        {p.rstrip(".-") for p in PATH.findall(page.read_text(encoding="utf-8")) if not (ROOT / p.rstrip(".-")).exists()}
+    )
     assert not missing, f"{page_id(page)} names paths that do not exist: {missing}"
 
 
 def test_the_checks_catch_rot(tmp_path):
     """The patterns find what they must: a link with an anchor, an image, a path inside a command."""
-    text = ("see [a](docs/speed.md#on-the-cpu) and ![f](examples/figures/x.png);\n"
-            "    python scripts/benchmark.py --out $OUT/b.json; `tests/test_resume.py` ends.\n")
+    text = (
+        "see [a](docs/speed.md#on-the-cpu) and ![f](examples/figures/x.png);\n"
+        "    python scripts/benchmark.py --out $OUT/b.json; `tests/test_resume.py` ends.\n"
+    )
     assert LINK.findall(text) == ["docs/speed.md#on-the-cpu", "examples/figures/x.png"]
     assert PATH.findall(text) == ["examples/figures/x.png", "scripts/benchmark.py", "tests/test_resume.py"]
     (tmp_path / "p.md").write_text("# What `--user-dir x` does\n## Tried and not kept\n## Tried and not kept\n")

@@ -2,6 +2,7 @@
 string of digits): preprocess -> train (each architecture, shrunk by flags) -> generate
 --beam 4 --lenpen 0.6 -> interactive -> resume; one run learns the task to >= 90% exact match;
 bad input gives one-line errors."""
+
 import os
 import random
 import subprocess
@@ -22,8 +23,15 @@ def run(tool, *args, ok=True, stdin=None, cwd=None):
     # one thread, as tests/toy_training.py's runs: the float sums, and so a tiny run's trajectory, depend on
     # the thread count (test_learns_interactive_and_resume)
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-    proc = subprocess.run([str(BIN / tool), *map(str, args)], capture_output=True, text=True,
-                          input=stdin, cwd=cwd or ROOT, env=env, timeout=900)
+    proc = subprocess.run(
+        [str(BIN / tool), *map(str, args)],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        cwd=cwd or ROOT,
+        env=env,
+        timeout=900,
+    )
     if ok and proc.returncode != 0:
         raise AssertionError(f"{tool} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return proc
@@ -31,8 +39,11 @@ def run(tool, *args, ok=True, stdin=None, cwd=None):
 
 def by_sentence(stdout: str, prefix: str, column: int) -> dict:
     """fairseq-generate's lines starting with prefix ("H-", "T-"): sentence id -> that tab-separated column."""
-    return {int(line.split("\t")[0][len(prefix):]): line.split("\t")[column] for line in stdout.splitlines()
-            if line.startswith(prefix)}
+    return {
+        int(line.split("\t")[0][len(prefix) :]): line.split("\t")[column]
+        for line in stdout.splitlines()
+        if line.startswith(prefix)
+    }
 
 
 def write_reversal(folder: Path, n_train: int, seed: int = 0):
@@ -46,9 +57,24 @@ def write_reversal(folder: Path, n_train: int, seed: int = 0):
 
 
 def preprocess(raw: Path, dest: Path, joined=True):
-    run("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", raw / "train",
-        "--validpref", raw / "valid", "--testpref", raw / "test", "--destdir", dest, "--workers", "1",
-        *(["--joined-dictionary"] if joined else []))
+    run(
+        "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--trainpref",
+        raw / "train",
+        "--validpref",
+        raw / "valid",
+        "--testpref",
+        raw / "test",
+        "--destdir",
+        dest,
+        "--workers",
+        "1",
+        *(["--joined-dictionary"] if joined else []),
+    )
 
 
 def reversal_data(tmp_path_factory, name: str, n_train: int) -> Path:
@@ -65,17 +91,53 @@ def data(tmp_path_factory):
 
 
 def train(data_bin, save_dir, *extra, max_update=20, ok=True):
-    return run("fairseq-train", data_bin, "--user-dir", PLUGIN, *PAPER, "--max-tokens", 2000,
-               "--max-update", max_update, "--save-dir", save_dir, "--cpu", "--seed", 1,
-               "--log-format", "simple", "--log-interval", 10, *extra, ok=ok)
+    return run(
+        "fairseq-train",
+        data_bin,
+        "--user-dir",
+        PLUGIN,
+        *PAPER,
+        "--max-tokens",
+        2000,
+        "--max-update",
+        max_update,
+        "--save-dir",
+        save_dir,
+        "--cpu",
+        "--seed",
+        1,
+        "--log-format",
+        "simple",
+        "--log-interval",
+        10,
+        *extra,
+        ok=ok,
+    )
 
 
 @pytest.mark.parametrize("arch", ["transformer_base", "transformer_big", "transformer_parse"])
 def test_each_architecture_trains_and_generates(data, tmp_path, arch):
     train(data / "bin", tmp_path, "--arch", arch, *TINY, "--warmup-updates", 10)
     assert (tmp_path / "checkpoint_last.pt").exists()
-    gen = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", tmp_path / "checkpoint_last.pt",
-              "--beam", 4, "--lenpen", 0.6, "--batch-size", 50, "--cpu", "--max-len-a", 1, "--max-len-b", 50)
+    gen = run(
+        "fairseq-generate",
+        data / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        tmp_path / "checkpoint_last.pt",
+        "--beam",
+        4,
+        "--lenpen",
+        0.6,
+        "--batch-size",
+        50,
+        "--cpu",
+        "--max-len-a",
+        1,
+        "--max-len-b",
+        50,
+    )
     assert sum(line.startswith("H-") for line in gen.stdout.splitlines()) == 100
 
 
@@ -88,9 +150,27 @@ def test_learns_interactive_and_resume(data, tmp_path):
     it: the trajectory depends on the thread count (on 2026-11-26, at 38ac9f4 and at 7a9d9b7 alike, 99%
     after 800 updates on one thread, 65% on two, where the run spiked near update 800)."""
     save = tmp_path / "ckpt"
-    args = ["--arch", "transformer_base", "--encoder-layers", 2, "--decoder-layers", 2, "--d-model", 64,
-            "--d-ff", 256, "--heads", 4, "--dropout", 0.0, "--warmup-updates", 150, "--lr-multiplier", 0.5,
-            "--no-epoch-checkpoints"]
+    args = [
+        "--arch",
+        "transformer_base",
+        "--encoder-layers",
+        2,
+        "--decoder-layers",
+        2,
+        "--d-model",
+        64,
+        "--d-ff",
+        256,
+        "--heads",
+        4,
+        "--dropout",
+        0.0,
+        "--warmup-updates",
+        150,
+        "--lr-multiplier",
+        0.5,
+        "--no-epoch-checkpoints",
+    ]
     train(data / "bin", save, *args, max_update=400)
     resumed = train(data / "bin", save, *args, max_update=800)  # resume from checkpoint_last.pt
     log = resumed.stdout + resumed.stderr
@@ -98,8 +178,20 @@ def test_learns_interactive_and_resume(data, tmp_path):
     assert "num_updates 800" in log or "num_updates=800" in log
 
     def generate(*extra):  # the test split, 100 sentences in one batch, beam 4
-        return run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", save / "checkpoint_last.pt",
-                   "--beam", 4, "--batch-size", 100, "--cpu", *extra)
+        return run(
+            "fairseq-generate",
+            data / "bin",
+            "--user-dir",
+            PLUGIN,
+            "--path",
+            save / "checkpoint_last.pt",
+            "--beam",
+            4,
+            "--batch-size",
+            100,
+            "--cpu",
+            *extra,
+        )
 
     gen = generate("--lenpen", 0.6)
     hyps, refs = by_sentence(gen.stdout, "H-", 2), by_sentence(gen.stdout, "T-", 1)
@@ -114,6 +206,7 @@ def test_learns_interactive_and_resume(data, tmp_path):
     import torch
 
     import attn_only_plugin  # noqa: F401  (safe loading of the checkpoint)
+
     state = torch.load(save / "checkpoint_last.pt", weights_only=True)  # paper_adam's defaults, no flags given
     group = state["last_optimizer_state"]["param_groups"][0]
     assert (group["betas"], group["eps"], group["weight_decay"], group["fused"]) == ((0.9, 0.98), 1e-9, 0.0, True)
@@ -122,9 +215,24 @@ def test_learns_interactive_and_resume(data, tmp_path):
     assert len(align) == 100
     anti = sum(a == [f"{len(a) - 1 - i}-{i}" for i in range(len(a))] for a in align)  # reversal
     assert anti >= 50, f"only {anti} of 100 alignments are the anti-diagonal"
-    inter = run("fairseq-interactive", data / "bin", "--user-dir", PLUGIN, "--path", save / "checkpoint_last.pt",
-                "--source-lang", "src", "--target-lang", "tgt", "--beam", 4, "--lenpen", 0.6, "--cpu",
-                stdin="1 2 3 4\n7 7 0 5 9\n")
+    inter = run(
+        "fairseq-interactive",
+        data / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        save / "checkpoint_last.pt",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--beam",
+        4,
+        "--lenpen",
+        0.6,
+        "--cpu",
+        stdin="1 2 3 4\n7 7 0 5 9\n",
+    )
     outs = [line.split("\t")[2] for line in inter.stdout.splitlines() if line.startswith("H-")]
     assert outs == ["4 3 2 1", "9 5 0 7 7"]
 
@@ -137,27 +245,72 @@ def one_line_error(proc, pattern):
 
 
 def test_bad_input_one_line_errors(data, tmp_path):
-    one_line_error(train(data / "bin", tmp_path / "a", "--arch", "transformer_base", *TINY[:-2],
-                         "--heads", 5, ok=False), "not divisible by h=5")
+    one_line_error(
+        train(data / "bin", tmp_path / "a", "--arch", "transformer_base", *TINY[:-2], "--heads", 5, ok=False),
+        "not divisible by h=5",
+    )
     unknown = train(data / "bin", tmp_path / "b", "--arch", "transformer_huge", ok=False)
     assert unknown.returncode == 2 and "invalid choice: 'transformer_huge'" in unknown.stderr
     # a checkpoint of another shape in the save dir: refused, and left as it was
     train(data / "bin", tmp_path / "c", "--arch", "transformer_base", *TINY, max_update=2)
     before = (tmp_path / "c" / "checkpoint_last.pt").read_bytes()
-    one_line_error(train(data / "bin", tmp_path / "c", "--arch", "transformer_base", *TINY[:6], "--d-model", 64,
-                         max_update=4, ok=False), "checkpoint does not fit this model")
+    one_line_error(
+        train(
+            data / "bin",
+            tmp_path / "c",
+            "--arch",
+            "transformer_base",
+            *TINY[:6],
+            "--d-model",
+            64,
+            max_update=4,
+            ok=False,
+        ),
+        "checkpoint does not fit this model",
+    )
     assert (tmp_path / "c" / "checkpoint_last.pt").read_bytes() == before
 
 
 def test_input_longer_than_positions(data, tmp_path):
     """A test sentence longer than the model's positions: one line naming fairseq's skip flag."""
-    train(data / "bin", tmp_path, "--arch", "transformer_base", *TINY, "--max-source-positions", 6,
-          "--max-target-positions", 6, "--skip-invalid-size-inputs-valid-test", max_update=2)
-    gen = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", tmp_path / "checkpoint_last.pt",
-              "--beam", 4, "--cpu", ok=False)
+    train(
+        data / "bin",
+        tmp_path,
+        "--arch",
+        "transformer_base",
+        *TINY,
+        "--max-source-positions",
+        6,
+        "--max-target-positions",
+        6,
+        "--skip-invalid-size-inputs-valid-test",
+        max_update=2,
+    )
+    gen = run(
+        "fairseq-generate",
+        data / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        tmp_path / "checkpoint_last.pt",
+        "--beam",
+        4,
+        "--cpu",
+        ok=False,
+    )
     one_line_error(gen, "--skip-invalid-size-inputs-valid-test")
-    skipped = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", tmp_path / "checkpoint_last.pt",
-                  "--beam", 4, "--cpu", "--skip-invalid-size-inputs-valid-test")
+    skipped = run(
+        "fairseq-generate",
+        data / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        tmp_path / "checkpoint_last.pt",
+        "--beam",
+        4,
+        "--cpu",
+        "--skip-invalid-size-inputs-valid-test",
+    )
     assert 0 < sum(line.startswith("H-") for line in skipped.stdout.splitlines()) < 100
 
 
@@ -169,49 +322,129 @@ def test_shared_embeddings_need_joined_dictionary(tmp_path):
     preprocess(tmp_path, tmp_path / "bin", joined=False)
     proc = train(tmp_path / "bin", tmp_path / "ckpt", "--arch", "transformer_base", *TINY, ok=False)
     one_line_error(proc, "--joined-dictionary")
-    train(tmp_path / "bin", tmp_path / "ckpt", "--arch", "transformer_base", *TINY, "--embedding-sharing",
-          "decoder", max_update=2)
+    train(
+        tmp_path / "bin",
+        tmp_path / "ckpt",
+        "--arch",
+        "transformer_base",
+        *TINY,
+        "--embedding-sharing",
+        "decoder",
+        max_update=2,
+    )
 
 
-@pytest.mark.parametrize("variant", [[], ["model.attention_window=2", "model.relative_positions=3",
-                                           "model.no_absolute_positions=true"]], ids=["paper", "variants"])
+@pytest.mark.parametrize(
+    "variant",
+    [[], ["model.attention_window=2", "model.relative_positions=3", "model.no_absolute_positions=true"]],
+    ids=["paper", "variants"],
+)
 def test_hydra_yaml_config(data, tmp_path, variant):
     """The same model from fairseq-hydra-train and the commented YAML in examples/hydra; its
     restricted self-attention and relative positions fields (docs/attention_variants.md) too."""
-    run("fairseq-hydra-train", "--config-dir", ROOT / "examples" / "hydra", "--config-name", "transformer_base",
-        f"task.data={data / 'bin'}", f"common.user_dir={PLUGIN}", "model.encoder_layers=1", "model.decoder_layers=1",
-        "model.d_model=32", "model.d_ff=64", "model.heads=4", "optimization.max_update=3",
-        f"checkpoint.save_dir={tmp_path}", "common.cpu=true", f"hydra.run.dir={tmp_path / 'hydra'}", *variant)
+    run(
+        "fairseq-hydra-train",
+        "--config-dir",
+        ROOT / "examples" / "hydra",
+        "--config-name",
+        "transformer_base",
+        f"task.data={data / 'bin'}",
+        f"common.user_dir={PLUGIN}",
+        "model.encoder_layers=1",
+        "model.decoder_layers=1",
+        "model.d_model=32",
+        "model.d_ff=64",
+        "model.heads=4",
+        "optimization.max_update=3",
+        f"checkpoint.save_dir={tmp_path}",
+        "common.cpu=true",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+        *variant,
+    )
     import torch
 
     import attn_only_plugin  # noqa: F401  (safe loading of the checkpoint)
+
     state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
     assert state["cfg"]["model"]["_name"] == "attn_only_transformer" and state["cfg"]["model"]["d_model"] == 32
     model = state["cfg"]["model"]
-    assert (model["attention_window"], model["relative_positions"], model["no_absolute_positions"]) == \
-        ((2, 3, True) if variant else (None, None, False))
+    assert (model["attention_window"], model["relative_positions"], model["no_absolute_positions"]) == (
+        (2, 3, True) if variant else (None, None, False)
+    )
     assert ("encoder.layers.0.self_attn.relative.a_k" in state["model"]) == bool(variant)
     assert state["model"]["encoder.embed.tokens.weight"].shape[1] == 32
     group = state["last_optimizer_state"]["param_groups"][0]  # section 5.3, from the YAML's paper_adam
     assert state["cfg"]["optimizer"]["_name"] == "paper_adam" and group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9
 
 
-@pytest.mark.parametrize("flags", [["--attention-window", 2], ["--relative-positions", 2, "--no-absolute-positions"]],
-                         ids=["window", "relative"])
+@pytest.mark.parametrize(
+    "flags",
+    [["--attention-window", 2], ["--relative-positions", 2, "--no-absolute-positions"]],
+    ids=["window", "relative"],
+)
 def test_attention_variants_through_the_clis(data, tmp_path, flags):
     """docs/attention_variants.md: fairseq-train, checkpoint averaging, fairseq-generate (beam 4),
     fairseq-interactive, the Python API and its attention weights; the fairseq converter refuses."""
-    train(data / "bin", tmp_path, "--arch", "transformer_base", *TINY, "--warmup-updates", 10, *flags,
-          "--save-interval-updates", 2, "--no-epoch-checkpoints", max_update=4)
-    run("python", ROOT / "scripts" / "average_checkpoints.py", "--inputs", tmp_path / "checkpoint_1_2.pt",
-        tmp_path / "checkpoint_1_4.pt", "--output", tmp_path / "avg.pt")
-    gen = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", tmp_path / "avg.pt", "--beam", 4,
-              "--lenpen", 0.6, "--batch-size", 50, "--cpu", "--max-len-a", 1, "--max-len-b", 10)
+    train(
+        data / "bin",
+        tmp_path,
+        "--arch",
+        "transformer_base",
+        *TINY,
+        "--warmup-updates",
+        10,
+        *flags,
+        "--save-interval-updates",
+        2,
+        "--no-epoch-checkpoints",
+        max_update=4,
+    )
+    run(
+        "python",
+        ROOT / "scripts" / "average_checkpoints.py",
+        "--inputs",
+        tmp_path / "checkpoint_1_2.pt",
+        tmp_path / "checkpoint_1_4.pt",
+        "--output",
+        tmp_path / "avg.pt",
+    )
+    gen = run(
+        "fairseq-generate",
+        data / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        tmp_path / "avg.pt",
+        "--beam",
+        4,
+        "--lenpen",
+        0.6,
+        "--batch-size",
+        50,
+        "--cpu",
+        "--max-len-a",
+        1,
+        "--max-len-b",
+        10,
+    )
     assert sum(line.startswith("H-") for line in gen.stdout.splitlines()) == 100
-    inter = run("fairseq-interactive", data / "bin", "--user-dir", PLUGIN, "--path", tmp_path / "avg.pt",
-                "--beam", 4, "--cpu", "--max-len-b", 10, stdin="1 2 3 4 5 6\n")
+    inter = run(
+        "fairseq-interactive",
+        data / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        tmp_path / "avg.pt",
+        "--beam",
+        4,
+        "--cpu",
+        "--max-len-b",
+        10,
+        stdin="1 2 3 4 5 6\n",
+    )
     assert sum(line.startswith("H-") for line in inter.stdout.splitlines()) == 1
     import attn_only_plugin
+
     mt = attn_only_plugin.load(tmp_path, checkpoint_file="avg.pt", data=data / "bin")
     att = mt.attention("1 2 3 4 5 6", target="6 5 4 3 2 1")  # 7 source and 7 target positions with </s>
     assert att["encoder"].shape[-2:] == (7, 7) and att["decoder"].shape[-2:] == (7, 7)
@@ -219,8 +452,15 @@ def test_attention_variants_through_the_clis(data, tmp_path, flags):
         far = (torch.arange(7)[:, None] - torch.arange(7)[None, :]).abs() > 2
         assert torch.all(att["encoder"][..., far] == 0) and torch.all(att["decoder"][..., far] == 0)
     assert torch.all(att["decoder"].triu(diagonal=1) == 0)
-    proc = run("python", ROOT / "scripts" / "convert_checkpoint.py", "--to", "fairseq", tmp_path / "avg.pt",
-               tmp_path / "fs.pt", ok=False)
+    proc = run(
+        "python",
+        ROOT / "scripts" / "convert_checkpoint.py",
+        "--to",
+        "fairseq",
+        tmp_path / "avg.pt",
+        tmp_path / "fs.pt",
+        ok=False,
+    )
     assert proc.returncode == 1 and not (tmp_path / "fs.pt").exists()
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: this model uses " + flags[0]) and "does not convert" in last
@@ -230,6 +470,7 @@ def test_python_api_translates(data, tmp_path):
     train(data / "bin", tmp_path, "--arch", "transformer_base", *TINY, "--warmup-updates", 10, max_update=5)
     import attn_only_plugin
     from attn_only_plugin.guards.errors import PluginError
+
     mt = attn_only_plugin.load(tmp_path, data=data / "bin")
     out = mt.translate(["1 2 3", "4 5"], beam=4)
     assert isinstance(out, list) and len(out) == 2 and all(isinstance(s, str) for s in out)

@@ -5,6 +5,7 @@ command (d_model 32, 2 + 2 layers, in fairseq's flag names) and the same command
 `--user-dir attn_only_plugin --arch transformer_base`. Each test runs a fairseq CLI, or
 fairseq_cli in-process, on both and compares what fairseq's transformer does with ours.
 """
+
 import re
 import subprocess
 import sys
@@ -15,12 +16,50 @@ import pytest
 from toy_training import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data
 
 # a command written for fairseq's transformer (its flag names), tiny
-BUILTIN_ARCH = ["--encoder-embed-dim", 32, "--decoder-embed-dim", 32, "--encoder-ffn-embed-dim", 64,
-                "--decoder-ffn-embed-dim", 64, "--encoder-attention-heads", 4, "--decoder-attention-heads", 4,
-                "--encoder-layers", 2, "--decoder-layers", 2, "--share-all-embeddings", "--dropout", 0.1]
-OPTIM = ["--optimizer", "adam", "--lr", 0.005, "--lr-scheduler", "inverse_sqrt", "--warmup-updates", 10,
-         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", 0.1, "--batch-size", 16, "--cpu",
-         "--seed", 1, "--log-format", "simple", "--num-workers", 0]
+BUILTIN_ARCH = [
+    "--encoder-embed-dim",
+    32,
+    "--decoder-embed-dim",
+    32,
+    "--encoder-ffn-embed-dim",
+    64,
+    "--decoder-ffn-embed-dim",
+    64,
+    "--encoder-attention-heads",
+    4,
+    "--decoder-attention-heads",
+    4,
+    "--encoder-layers",
+    2,
+    "--decoder-layers",
+    2,
+    "--share-all-embeddings",
+    "--dropout",
+    0.1,
+]
+OPTIM = [
+    "--optimizer",
+    "adam",
+    "--lr",
+    0.005,
+    "--lr-scheduler",
+    "inverse_sqrt",
+    "--warmup-updates",
+    10,
+    "--criterion",
+    "label_smoothed_cross_entropy",
+    "--label-smoothing",
+    0.1,
+    "--batch-size",
+    16,
+    "--cpu",
+    "--seed",
+    1,
+    "--log-format",
+    "simple",
+    "--num-workers",
+    0,
+]
 TRAIN = [*OPTIM, "--max-update", 40, "--no-epoch-checkpoints", "--log-interval", 10]
 OURS = ["--user-dir", PLUGIN, "--arch", "transformer_base"]
 SOURCES = "1 2 3 4\n5 6 7\n8 9 0 1 2\n"
@@ -94,8 +133,10 @@ OTHER_RUNS = {
     "seed2": ("generate", ["--seed", 2, *DROPOUT_05]),
     "retain_seed1": ("generate", ["--seed", 1, *DROPOUT_05, "--retain-dropout"]),
     "retain_seed2": ("generate", ["--seed", 2, *DROPOUT_05, "--retain-dropout"]),
-    "retain_none": ("generate", ["--seed", 1, *DROPOUT_05, "--retain-dropout", "--retain-dropout-modules",
-                                 "NoSuchModule"]),
+    "retain_none": (
+        "generate",
+        ["--seed", 1, *DROPOUT_05, "--retain-dropout", "--retain-dropout-modules", "NoSuchModule"],
+    ),
     "pruned": ("generate", ["--model-overrides", "{'encoder_layers_to_keep': '0', 'decoder_layers_to_keep': '1'}"]),
     "diverse_groups": ("generate", ["--diverse-beam-groups", 2, "--diverse-beam-strength", 0.5, "--nbest", 4]),
     "nbest4": ("generate", ["--nbest", 4]),
@@ -114,11 +155,21 @@ def generated(models, tmp_path_factory):
             path = f"{models['ours']}:{models['builtin']}" if name == "ensemble" else models[which]
             common = [models["data"], "--user-dir", PLUGIN, "--path", path, "--cpu", "--beam", 4]
             common += ["--batch-size", 16, "--gen-subset", "test"] if cli == "generate" else []
-            runs[f"{name}.{which}"] = (cli, [str(a) for a in (*common, *flags)],
-                                       CONSTRAINED if cli == "interactive" else None)
+            runs[f"{name}.{which}"] = (
+                cli,
+                [str(a) for a in (*common, *flags)],
+                CONSTRAINED if cli == "interactive" else None,
+            )
     import json
-    proc = subprocess.run([sys.executable, "-c", IN_PROCESS, json.dumps(runs), str(out)], capture_output=True,
-                          text=True, cwd=ROOT, env=ENV, timeout=TIMEOUT)
+
+    proc = subprocess.run(
+        [sys.executable, "-c", IN_PROCESS, json.dumps(runs), str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=TIMEOUT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {name: (out / f"{name}.txt").read_text() for name in runs}
 
@@ -129,7 +180,7 @@ def lines(output: str, tag: str) -> dict:
     for line in output.splitlines():
         if line.startswith(tag + "-"):
             fields = line.split("\t")
-            found.setdefault(int(fields[0][len(tag) + 1:]), []).append(fields[1:])
+            found.setdefault(int(fields[0][len(tag) + 1 :]), []).append(fields[1:])
     return found
 
 
@@ -137,6 +188,7 @@ def test_builtin_command_trains_ours(models):
     """Item 4: the command written for --arch transformer ran with our --arch (the fixture) and
     built the same model size: equal parameter counts (shared embeddings counted once)."""
     from toy_training import load
+
     counts = {}
     for which in ("builtin", "ours"):
         state = load(models[which])
@@ -168,22 +220,37 @@ def test_interactive_main_in_process_with_text_stdin(models, which):
     """fairseq_cli.interactive.main with an io.StringIO stdin, the plugin loaded by --user-dir
     (for fairseq's checkpoint too): every line translated, as from a binary stdin."""
     common = [models["data"], "--user-dir", PLUGIN, "--path", models[which], "--cpu", "--beam", 2]
-    proc = subprocess.run([sys.executable, "-c", INTERACTIVE_IN_PROCESS, *map(str, common), SOURCES],
-                          capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=TIMEOUT)
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERACTIVE_IN_PROCESS, *map(str, common), SOURCES],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=TIMEOUT,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    piped = subprocess.run([str(BIN / "fairseq-interactive"), *map(str, common)], input=SOURCES,
-                           capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=TIMEOUT)
+    piped = subprocess.run(
+        [str(BIN / "fairseq-interactive"), *map(str, common)],
+        input=SOURCES,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=TIMEOUT,
+    )
     assert [h[0] for h in hypotheses(proc.stdout)] == [0, 1, 2]
     assert hypotheses(proc.stdout) == hypotheses(piped.stdout)
 
 
 # --retain-dropout (item 1) ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("which", ["builtin", "ours"])
 def test_retain_dropout(generated, which):
     """Monte-Carlo dropout at inference: two seeds give different hypotheses with --retain-dropout
     (dropout raised to 0.5 by --model-overrides), the same ones without; --retain-dropout-modules
     naming a module that holds no dropout retains nothing."""
+
     def hyps(name):
         assert "FAILED" not in generated[f"{name}.{which}"]
         return hypotheses(generated[f"{name}.{which}"])
@@ -194,6 +261,7 @@ def test_retain_dropout(generated, which):
 
 
 # LayerDrop, pruning, activation checkpointing (items 2 and 3) ---------------------------------------
+
 
 @pytest.mark.parametrize("which", ["builtin", "ours"])
 def test_layers_to_keep_by_model_overrides(generated, which):
@@ -219,8 +287,9 @@ def test_layerdrop_and_checkpoint_activations_train(models, tmp_path, which):
     short = [*OPTIM, "--max-update", 4, "--log-interval", 1, "--no-save"]
 
     def train(name, *extra):
-        proc = run(BIN / "fairseq-train", models["data"], *arch, *BUILTIN_ARCH, *short, "--save-dir", tmp_path / name,
-                   *extra)
+        proc = run(
+            BIN / "fairseq-train", models["data"], *arch, *BUILTIN_ARCH, *short, "--save-dir", tmp_path / name, *extra
+        )
         found = losses(proc.stdout + proc.stderr)
         assert len(found) == 4, (proc.stdout + proc.stderr)[-2000:]
         return found
@@ -239,6 +308,7 @@ def test_overrides_reach_a_checkpoint_saved_before_the_field(models, tmp_path):
     from fairseq import checkpoint_utils
 
     from toy_training import load
+
     state = load(models["ours"])
     for key in ("encoder_layers_to_keep", "decoder_layers_to_keep"):
         del state["cfg"]["model"][key]
@@ -251,6 +321,7 @@ def test_overrides_reach_a_checkpoint_saved_before_the_field(models, tmp_path):
 
 # fairseq's own breakage on this stack, repaired in fairseq_fixes.py (item 6) ------------------------
 
+
 @pytest.mark.parametrize("which", ["builtin", "ours"])
 def test_diverse_beam_groups(generated, which):
     out = generated[f"diverse_groups.{which}"]
@@ -262,6 +333,7 @@ def test_diverse_beam_groups(generated, which):
 def test_no_repeat_ngram_size(generated, which):
     """No hypothesis repeats a bigram with --no-repeat-ngram-size 2 (the toy models, 40 updates
     in, repeat digits freely without it)."""
+
     def repeats(output):
         texts = [h[2].split() for h in hypotheses(output)]
         assert len(texts) == 40
@@ -272,6 +344,7 @@ def test_no_repeat_ngram_size(generated, which):
 
 
 # features that work alike (item 7) ----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", sorted(FEATURES))
 @pytest.mark.parametrize("which", ["builtin", "ours"])
@@ -309,20 +382,56 @@ def test_training_features_and_validate(models, tmp_path, which):
     --patience, --store-ema and --validate-interval-updates in one short run; then
     fairseq-validate on what it saved."""
     from toy_training import load
+
     arch = ["--arch", "transformer"] if which == "builtin" else OURS
     save = tmp_path / "ckpt"
-    proc = run(BIN / "fairseq-train", models["data"], *arch, *BUILTIN_ARCH, *OPTIM, "--max-update", 6,
-               "--save-dir", save, "--eval-bleu", "--eval-bleu-args", '{"beam": 1, "max_len_b": 10}',
-               "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric", "--keep-best-checkpoints", 2,
-               "--patience", 5, "--store-ema", "--ema-decay", 0.9, "--validate-interval-updates", 3,
-               "--save-interval-updates", 3, "--no-epoch-checkpoints")
+    proc = run(
+        BIN / "fairseq-train",
+        models["data"],
+        *arch,
+        *BUILTIN_ARCH,
+        *OPTIM,
+        "--max-update",
+        6,
+        "--save-dir",
+        save,
+        "--eval-bleu",
+        "--eval-bleu-args",
+        '{"beam": 1, "max_len_b": 10}',
+        "--best-checkpoint-metric",
+        "bleu",
+        "--maximize-best-checkpoint-metric",
+        "--keep-best-checkpoints",
+        2,
+        "--patience",
+        5,
+        "--store-ema",
+        "--ema-decay",
+        0.9,
+        "--validate-interval-updates",
+        3,
+        "--save-interval-updates",
+        3,
+        "--no-epoch-checkpoints",
+    )
     log = proc.stdout + proc.stderr
     assert len(re.findall(r"valid on 'valid' subset.*\bbleu \d", log)) == 2, log[-2000:]  # updates 3 and 6
     best = list(save.glob("checkpoint.best_bleu_*.pt"))  # named by BLEU: two validations may tie
     assert (save / "checkpoint_best.pt").is_file() and 1 <= len(best) <= 2
     assert "ema" in load(save / "checkpoint_last.pt")["extra_state"]
-    valid = run(BIN / "fairseq-validate", models["data"], "--task", "translation", "--user-dir", PLUGIN,
-                "--path", save / "checkpoint_best.pt", "--cpu", "--batch-size", 16)
+    valid = run(
+        BIN / "fairseq-validate",
+        models["data"],
+        "--task",
+        "translation",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        save / "checkpoint_best.pt",
+        "--cpu",
+        "--batch-size",
+        16,
+    )
     assert re.search(r"valid on 'valid' subset \| loss \d", valid.stdout + valid.stderr)
 
 
@@ -332,8 +441,10 @@ def test_from_pretrained_translate(models, which):
     from fairseq.models.transformer import TransformerModel
 
     from attn_only_plugin.models.transformer import AttnOnlyTransformer
+
     cls = TransformerModel if which == "builtin" else AttnOnlyTransformer
-    hub = cls.from_pretrained(str(models[which].parent), checkpoint_file=models[which].name,
-                              data_name_or_path=str(models["data"]))
+    hub = cls.from_pretrained(
+        str(models[which].parent), checkpoint_file=models[which].name, data_name_or_path=str(models["data"])
+    )
     out = hub.translate(["1 2 3 4", "5 6 7"], beam=2)
     assert len(out) == 2 and all(isinstance(t, str) and t for t in out)

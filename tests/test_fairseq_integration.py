@@ -1,4 +1,5 @@
 """Checkpoints load with torch's safe unpickler: fairseq's types allowed, code refused."""
+
 import argparse
 import os
 
@@ -16,9 +17,14 @@ class Payload:
 
 def test_fairseq_types_load(tmp_path):
     path = tmp_path / "legacy.pt"
-    torch.save({"args": argparse.Namespace(arch="transformer_base", lr=[0.1]),
-                "extra_state": {"val_loss": np.float64(1.5), "n": np.int64(3)},
-                "model": {"w": torch.ones(2)}}, path)
+    torch.save(
+        {
+            "args": argparse.Namespace(arch="transformer_base", lr=[0.1]),
+            "extra_state": {"val_loss": np.float64(1.5), "n": np.int64(3)},
+            "model": {"w": torch.ones(2)},
+        },
+        path,
+    )
     state = torch.load(path, weights_only=True)
     assert state["args"].arch == "transformer_base" and state["extra_state"]["val_loss"] == 1.5
 
@@ -30,6 +36,7 @@ def test_code_in_checkpoint_is_refused(tmp_path):
     path = tmp_path / "evil.pt"
     torch.save({"model": {"w": torch.ones(1)}, "x": payload}, path)
     from fairseq import checkpoint_utils
+
     with pytest.raises(Exception, match="(?i)weights only load failed|unsupported global|refused to load untrusted"):
         checkpoint_utils.load_checkpoint_to_cpu(str(path))
     assert not marker.exists()
@@ -39,8 +46,8 @@ def test_final_partial_batch_is_kept():
     """fairseq-fixed drops the last batch when not a multiple of 8; the plugin restores it."""
     import numpy as np
     from fairseq.data import data_utils
-    batches = data_utils.batch_by_size(np.arange(100), lambda i: 5, max_sentences=50,
-                                       required_batch_size_multiple=8)
+
+    batches = data_utils.batch_by_size(np.arange(100), lambda i: 5, max_sentences=50, required_batch_size_multiple=8)
     assert sum(len(b) for b in batches) == 100
 
 
@@ -55,9 +62,13 @@ def test_prefetch_thread_is_stopped_before_exit():
     from attn_only_plugin.fairseq_fixes import stop_prefetch_threads
 
     dataset = [torch.full((3,), i) for i in range(200)]
-    epochs = iterators.EpochBatchIterator(dataset=_ListDataset(dataset), collate_fn=torch.stack,
-                                          batch_sampler=[[i, i + 1] for i in range(0, 200, 2)],
-                                          num_workers=1, buffer_size=4)
+    epochs = iterators.EpochBatchIterator(
+        dataset=_ListDataset(dataset),
+        collate_fn=torch.stack,
+        batch_sampler=[[i, i + 1] for i in range(0, 200, 2)],
+        num_workers=1,
+        buffer_size=4,
+    )
     itr = epochs.next_epoch_itr(shuffle=False)
     assert torch.equal(next(itr), torch.stack(dataset[:2]))  # mid-epoch, as after --max-update
 

@@ -1,6 +1,7 @@
 """The layers of docs/development.md hold: `lint-imports` (import-linter) checks pyproject.toml's
 contracts on the package, and the same contracts refuse a copy of the package given a forbidden
 import, so a new import that breaks a layer fails here (and in CI, which runs the suite)."""
+
 import os
 import shutil
 import subprocess
@@ -19,8 +20,14 @@ def lint_imports(package_parent: Path) -> subprocess.CompletedProcess:
     if not LINT_IMPORTS.exists():
         pytest.fail(f"{LINT_IMPORTS} is missing: run `bash scripts/install.sh` (it installs import-linter)")
     env = {**os.environ, "PYTHONPATH": str(package_parent)}
-    return subprocess.run([str(LINT_IMPORTS), "--config", str(ROOT / "pyproject.toml"), "--no-cache", "--no-logo"],
-                          cwd=package_parent, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(ROOT / "pyproject.toml"), "--no-cache", "--no-logo"],
+        cwd=package_parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_the_package_keeps_every_contract():
@@ -41,8 +48,9 @@ FORBIDDEN = [
 
 @pytest.mark.parametrize("path, line, contract", FORBIDDEN, ids=[f[0] for f in FORBIDDEN])
 def test_a_forbidden_import_breaks_its_contract(tmp_path, path, line, contract):
-    shutil.copytree(ROOT / "attn_only_plugin", tmp_path / "attn_only_plugin",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "attn_only_plugin", tmp_path / "attn_only_plugin", ignore=shutil.ignore_patterns("__pycache__")
+    )
     target = tmp_path / "attn_only_plugin" / path
     target.write_text(target.read_text() + f"\n\ndef _added():\n    {line}  # noqa: F401\n")  # inside a function too
     proc = lint_imports(tmp_path)

@@ -1,5 +1,7 @@
-"""The tree keeps pyproject.toml's ruff settings (`ruff check .` finds nothing), ruff does read them
-(a file breaking them is reported), and the installed scripts are every scripts/*.py."""
+"""The tree keeps pyproject.toml's ruff settings (`ruff check .` finds nothing, `ruff format --check .`
+changes nothing), ruff does read them (a file breaking them is reported), and the installed scripts
+are every scripts/*.py."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -21,16 +23,35 @@ def test_the_tree_is_lint_clean():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
+def test_the_tree_is_formatted():
+    """`ruff format` (pyproject.toml's [tool.ruff.format]) would change nothing."""
+    proc = ruff("format", "--check", "--no-cache", ".")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_the_formatter_reads_the_settings(tmp_path):
+    """A file the formatter would change is reported, at the project's line length."""
+    (tmp_path / "ugly.py").write_text("x = [1,2]\n" + f"y = f({', '.join(['aaaaaaaaaa'] * 11)})\n")
+    proc = ruff("format", "--check", "--no-cache", "--config", ROOT / "pyproject.toml", "ugly.py", cwd=tmp_path)
+    assert proc.returncode == 1 and "ugly.py" in proc.stdout, proc.stdout + proc.stderr
+    (tmp_path / "ugly.py").write_text("x = [1, 2]\n" + f"y = f({', '.join(['aaaaaaaaaa'] * 9)})\n")  # 112 characters
+    proc = ruff("format", "--check", "--no-cache", "--config", ROOT / "pyproject.toml", "ugly.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_the_settings_are_the_projects(tmp_path):
     """One finding per selected family, at the project's line length of 120 (121 is too long)."""
     bad = tmp_path / "bad.py"
-    bad.write_text("import sys\nimport os\n\n\n"                    # I001: not sorted; F401: unused
-                   f"x = {'1' * 116}\n"                            # 120 characters: allowed
-                   f"y = {'1' * 117}\n"                            # 121: E501
-                   "z = [a for a, b in zip(range(2), range(3))]\n"  # B905: zip without strict=
-                   "w = '%d' % 1 \n")                              # UP031; W291: trailing space
-    proc = ruff("check", "--no-cache", "--config", ROOT / "pyproject.toml", "--output-format", "concise", bad.name,
-                cwd=tmp_path)
+    bad.write_text(
+        "import sys\nimport os\n\n\n"  # I001: not sorted; F401: unused
+        f"x = {'1' * 116}\n"  # 120 characters: allowed
+        f"y = {'1' * 117}\n"  # 121: E501
+        "z = [a for a, b in zip(range(2), range(3))]\n"  # B905: zip without strict=
+        "w = '%d' % 1 \n"
+    )  # UP031; W291: trailing space
+    proc = ruff(
+        "check", "--no-cache", "--config", ROOT / "pyproject.toml", "--output-format", "concise", bad.name, cwd=tmp_path
+    )
     found = {line.split(" ")[1] for line in proc.stdout.splitlines() if line.startswith("bad.py:")}
     assert proc.returncode == 1 and found == {"I001", "F401", "E501", "B905", "UP031", "W291"}, proc.stdout
     assert "bad.py:6:" in proc.stdout and "bad.py:5:" not in proc.stdout

@@ -9,6 +9,7 @@ batches consumed, mid-epoch too) are in the checkpoint; the noam rate is a funct
 count. What did not: the batches themselves, repaired by fairseq_fixes item 3 (tested below both on
 its own and through a kill in epoch 2 or later).
 """
+
 import os
 import random
 import re
@@ -36,8 +37,10 @@ def data(tmp_path_factory):
 def command(data, save_dir):
     """Dropout on (residual 0.3, attention 0.1) so that the random state matters; a checkpoint
     every 5 updates, and one at the end of each epoch."""
-    return [BIN / "fairseq-train", *train_args(data, save_dir, MAX_UPDATE, 0.3, "--attention-dropout", 0.1,
-                                               "--save-interval-updates", 5)]
+    return [
+        BIN / "fairseq-train",
+        *train_args(data, save_dir, MAX_UPDATE, 0.3, "--attention-dropout", 0.1, "--save-interval-updates", 5),
+    ]
 
 
 def kill_points(seed=7):
@@ -49,8 +52,9 @@ def kill_points(seed=7):
 
 def train_until_killed(cmd, kill_at: int) -> str:
     """Start fairseq-train, SIGKILL it as soon as it logs update kill_at; returns its log."""
-    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=ROOT, env=ENV)
+    proc = subprocess.Popen(
+        [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=ENV
+    )
     log = []
     try:
         for line in proc.stdout:
@@ -63,16 +67,19 @@ def train_until_killed(cmd, kill_at: int) -> str:
             os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=TIMEOUT)
         proc.stdout.close()
-    assert proc.returncode == -signal.SIGKILL, f"ended with {proc.returncode} before update {kill_at}:\n" + \
-        "".join(log[-30:])
+    assert proc.returncode == -signal.SIGKILL, f"ended with {proc.returncode} before update {kill_at}:\n" + "".join(
+        log[-30:]
+    )
     return "".join(log)
 
 
 def resumed_from(log: str, state: dict) -> bool:
     """fairseq's line for loading checkpoint_last.pt names the epoch and update count it resumes at."""
     epoch = state["extra_state"]["train_iterator"]["epoch"]
-    return re.search(rf"Loaded checkpoint \S+checkpoint_last\.pt \(epoch {epoch} @ {num_updates(state)} updates\)",
-                     log) is not None
+    return (
+        re.search(rf"Loaded checkpoint \S+checkpoint_last\.pt \(epoch {epoch} @ {num_updates(state)} updates\)", log)
+        is not None
+    )
 
 
 def assert_same_parameters(a: dict, b: dict):
@@ -173,8 +180,14 @@ def _write_interrupted(operation, src, dst, on_limit):
     """Run the write in a child process whose files may not grow past 64 KiB. on_limit "kill": the
     kernel kills it with SIGXFSZ in the middle of the write (as a kill -9 would); "error": the
     write fails with EFBIG and the process exits with the exception."""
-    return subprocess.run([sys.executable, "-c", CHILD, operation, str(src), str(dst), str(64 << 10), on_limit],
-                          capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=TIMEOUT)
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, operation, str(src), str(dst), str(64 << 10), on_limit],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=TIMEOUT,
+    )
 
 
 @pytest.mark.parametrize("on_limit", ["kill", "error"])
@@ -184,6 +197,7 @@ def test_interrupted_checkpoint_write_keeps_previous_checkpoint(tmp_path, operat
     still loads with torch.load(weights_only=True) after a write dies halfway. An exception leaves no
     temporary file; after a kill the next write replaces the leftover and none remains."""
     from fairseq import checkpoint_utils
+
     old, new = {"model": {"w": torch.zeros(10)}}, {"model": {"w": torch.ones(100_000)}}  # 400 kB > 64 KiB
     last, src = tmp_path / "checkpoint_last.pt", tmp_path / "checkpoint_1_10.pt"
     torch.save(old, last)

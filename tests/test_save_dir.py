@@ -9,6 +9,7 @@ fairseq CLIs on the digit-reversal task and the d_model 32 model of toy_training
 - Ctrl-C during fairseq-generate --results-path: one line `error: interrupted ...`, exit 1, no partial
   generate-<subset>.txt, an earlier one left as it was (results_file.py).
 """
+
 import os
 import signal
 import subprocess
@@ -26,8 +27,9 @@ LOCK = ".train.lock"
 
 def fairseq(tool: str, *args):
     """Run a fairseq CLI to its end (one OpenMP thread); returns the CompletedProcess, failed or not."""
-    return subprocess.run([str(BIN / tool), *map(str, args)], capture_output=True, text=True, cwd=ROOT, env=ENV,
-                          timeout=TIMEOUT)
+    return subprocess.run(
+        [str(BIN / tool), *map(str, args)], capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=TIMEOUT
+    )
 
 
 def train(data, save_dir, max_update, *extra):
@@ -75,9 +77,15 @@ def test_save_dir_without_checkpoint_last_is_refused(data, trained, tmp_path):
     save = copy_of(trained, tmp_path, without_last=True)
     before = checkpoints(save)
     for extra in [(), ("--reset-optimizer", "--reset-dataloader", "--reset-lr-scheduler", "--reset-meters")]:
-        one_line_error(train(data, save, 8, *extra), f"{save} holds checkpoints (", "but no checkpoint_last.pt",
-                       "overwrite them", "to resume, pass --restore-file",
-                       f"or copy it to {save / 'checkpoint_last.pt'}", "to start over, give a new --save-dir")
+        one_line_error(
+            train(data, save, 8, *extra),
+            f"{save} holds checkpoints (",
+            "but no checkpoint_last.pt",
+            "overwrite them",
+            "to resume, pass --restore-file",
+            f"or copy it to {save / 'checkpoint_last.pt'}",
+            "to start over, give a new --save-dir",
+        )
         assert checkpoints(save) == before
     (save / "checkpoint_last.pt").mkdir()  # fairseq: 'No existing checkpoint found', and trains from update 1
     one_line_error(train(data, save, 8), f"{save / 'checkpoint_last.pt'} is not a file: move it away")
@@ -107,20 +115,30 @@ def test_restore_file_that_is_not_a_file_is_refused(data, trained, tmp_path):
     save = copy_of(trained, tmp_path)
     before = checkpoints(save)
     missing = tmp_path / "nope.pt"
-    one_line_error(train(data, save, 8, "--restore-file", missing), f"--restore-file {missing} does not exist",
-                   "give an existing checkpoint")
-    one_line_error(train(data, save, 8, "--restore-file", "checkpoint_1_2.pt"),
-                   "--restore-file checkpoint_1_2.pt does not exist", "not from --save-dir",
-                   f"did you mean --restore-file {save / 'checkpoint_1_2.pt'}?")
-    one_line_error(train(data, save, 8, "--restore-file", save), f"--restore-file {save} is a folder, not a checkpoint",
-                   f"e.g. --restore-file {save / 'checkpoint_last.pt'}")
+    one_line_error(
+        train(data, save, 8, "--restore-file", missing),
+        f"--restore-file {missing} does not exist",
+        "give an existing checkpoint",
+    )
+    one_line_error(
+        train(data, save, 8, "--restore-file", "checkpoint_1_2.pt"),
+        "--restore-file checkpoint_1_2.pt does not exist",
+        "not from --save-dir",
+        f"did you mean --restore-file {save / 'checkpoint_1_2.pt'}?",
+    )
+    one_line_error(
+        train(data, save, 8, "--restore-file", save),
+        f"--restore-file {save} is a folder, not a checkpoint",
+        f"e.g. --restore-file {save / 'checkpoint_last.pt'}",
+    )
     assert checkpoints(save) == before
 
 
 def start_training(cmd):
     """Start fairseq-train, return it once it has logged an update after its first checkpoint (update 2)."""
-    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=ROOT, env=ENV)
+    proc = subprocess.Popen(
+        [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=ENV
+    )
     log = []
     for line in proc.stdout:
         log.append(line)
@@ -142,8 +160,12 @@ def test_second_training_into_one_save_dir_is_refused_until_the_first_is_killed(
         os.kill(first.pid, signal.SIGSTOP)
         before = checkpoints(save)
         assert "checkpoint_last.pt" in before
-        one_line_error(train(data, save, 4), f"another training (pid {first.pid}) is writing into {save}",
-                       f"it holds the lock {save / LOCK}", "give this run another --save-dir")
+        one_line_error(
+            train(data, save, 4),
+            f"another training (pid {first.pid}) is writing into {save}",
+            f"it holds the lock {save / LOCK}",
+            "give this run another --save-dir",
+        )
         assert checkpoints(save) == before
     finally:
         os.kill(first.pid, signal.SIGKILL)
@@ -158,8 +180,26 @@ def test_second_training_into_one_save_dir_is_refused_until_the_first_is_killed(
 
 def generate_args(data, checkpoint, results, subset):
     """fairseq-generate one sentence a batch (each a few milliseconds) into results/generate-SUBSET.txt."""
-    return [data, "--user-dir", PLUGIN, "--path", checkpoint, "--cpu", "--beam", 2, "--batch-size", 1,
-            "--max-len-a", 0, "--max-len-b", 5, "--gen-subset", subset, "--results-path", results]
+    return [
+        data,
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        checkpoint,
+        "--cpu",
+        "--beam",
+        2,
+        "--batch-size",
+        1,
+        "--max-len-a",
+        0,
+        "--max-len-b",
+        5,
+        "--gen-subset",
+        subset,
+        "--results-path",
+        results,
+    ]
 
 
 def test_generate_results_file_is_written_whole(data, trained, tmp_path):
@@ -181,9 +221,16 @@ def test_ctrl_c_during_generate_leaves_no_partial_results(data, trained, tmp_pat
     cmd = [BIN / "fairseq-generate", *generate_args(data, trained / "checkpoint_last.pt", tmp_path, "train")]
     # A terminal's Ctrl-C reaches a foreground process, whose SIGINT is never ignored; a test run as a
     # background job of a non-interactive shell inherits SIGINT ignored, which Python then keeps
-    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env=ENV, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [str(c) for c in cmd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + TIMEOUT
     while proc.poll() is None and not any("\nH-" in out.read_text() for out in tmp_path.rglob("generate-train.txt")):
         assert time.monotonic() < deadline, "no hypothesis written"
@@ -193,8 +240,12 @@ def test_ctrl_c_during_generate_leaves_no_partial_results(data, trained, tmp_pat
     stdout, stderr = proc.communicate(timeout=TIMEOUT)
     result = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     assert proc.returncode == 1, (proc.returncode, stderr[-3000:])
-    one_line_error(result, "error: interrupted: fairseq-generate stopped before the end of 'train'",
-                   f"{earlier} was not written (the earlier one is left as it was)", "run it again")
+    one_line_error(
+        result,
+        "error: interrupted: fairseq-generate stopped before the end of 'train'",
+        f"{earlier} was not written (the earlier one is left as it was)",
+        "run it again",
+    )
     assert os.listdir(tmp_path) == ["generate-train.txt"]
     assert earlier.read_text() == "the output of an earlier, complete run\n"
 
@@ -207,18 +258,40 @@ def test_checkpoint_without_training_state_is_no_resume_point(data, trained, tmp
     save = copy_of(trained, tmp_path)
     script = ROOT / "scripts" / "average_checkpoints.py"
     inputs = [save / "checkpoint_1_2.pt", save / "checkpoint_1_4.pt"]
-    proc = subprocess.run([str(BIN / "python"), str(script), "--inputs", *map(str, inputs), "--output",
-                           str(save / "checkpoint_last.pt")], capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    proc = subprocess.run(
+        [str(BIN / "python"), str(script), "--inputs", *map(str, inputs), "--output", str(save / "checkpoint_last.pt")],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=TIMEOUT,
+    )
     one_line_error(proc, f"--output {save / 'checkpoint_last.pt'} already exists: pass --force")  # the first guard
-    proc = subprocess.run([str(BIN / "python"), str(script), "--inputs", *map(str, inputs), "--output",
-                           str(save / "checkpoint_last.pt"), "--force"], capture_output=True, text=True, env=ENV,
-                          timeout=TIMEOUT)
+    proc = subprocess.run(
+        [
+            str(BIN / "python"),
+            str(script),
+            "--inputs",
+            *map(str, inputs),
+            "--output",
+            str(save / "checkpoint_last.pt"),
+            "--force",
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=TIMEOUT,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     before = checkpoints(save)
     for extra in [(), ("--restore-file", save / "checkpoint_last.pt")]:
-        one_line_error(train(data, save, 8, *extra), f"{save / 'checkpoint_last.pt'} holds no training state",
-                       "no resume point", f"overwrite the checkpoints in {save}", "--finetune-from-model",
-                       "--reset-optimizer")
+        one_line_error(
+            train(data, save, 8, *extra),
+            f"{save / 'checkpoint_last.pt'} holds no training state",
+            "no resume point",
+            f"overwrite the checkpoints in {save}",
+            "--finetune-from-model",
+            "--reset-optimizer",
+        )
         assert checkpoints(save) == before
     meant = train(data, save, 6, "--reset-optimizer")
     assert meant.returncode == 0, meant.stderr[-3000:]
@@ -229,8 +302,13 @@ def test_lock_that_cannot_be_taken_stops_the_training(data, tmp_path):
     trainings into one save dir rewrote each other's checkpoints. Now one line, nothing written."""
     save = tmp_path / "ckpt"
     (save / LOCK).mkdir(parents=True)
-    one_line_error(train(data, save, 2), f"cannot take the training lock {save / LOCK}",
-                   "a second training", "would not be refused", "must be a plain file")
+    one_line_error(
+        train(data, save, 2),
+        f"cannot take the training lock {save / LOCK}",
+        "a second training",
+        "would not be refused",
+        "must be a plain file",
+    )
     assert checkpoints(save) == {}
 
 
@@ -240,8 +318,16 @@ def test_ctrl_c_during_training_is_one_line(data, tmp_path):
     and the same command resumes from the last checkpoint."""
     save = tmp_path / "ckpt"
     cmd = [str(c) for c in (BIN / "fairseq-train", *train_args(data, save, 100000, 0.0, "--save-interval-updates", 2))]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=ENV,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + TIMEOUT
     while proc.poll() is None and not (save / "checkpoint_last.pt").exists():
         assert time.monotonic() < deadline, "no checkpoint written"

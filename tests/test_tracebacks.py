@@ -6,6 +6,7 @@ Each category is run once through the real command line (fairseq-train/-generate
 -hydra-train, scripts/spm_prepare.py) on test_bad_input.py's tiny data-bin and 3-update model;
 variants of one category that only differ in the bad file are checked in-process through the
 same fairseq functions the commands call."""
+
 import errno
 import os
 import re
@@ -33,26 +34,42 @@ def test_unexpected_error_is_one_line_with_the_traceback_behind_a_variable(tmp_p
     """An exception nobody foresaw ends a process that imported the plugin in one line naming its
     type and message and saying how to get the traceback; ATTN_ONLY_TRACEBACK=1 shows it."""
     code = "import attn_only_plugin; print('before'); raise KeyError('boom')"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+    )
     assert proc.stdout == "before\n"
-    one_line_error(proc, "KeyError: 'boom'", "unexpected: rerun with ATTN_ONLY_TRACEBACK=1 for the traceback and "
-                                             "report it")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore", ATTN_ONLY_TRACEBACK="1"))
+    one_line_error(
+        proc, "KeyError: 'boom'", "unexpected: rerun with ATTN_ONLY_TRACEBACK=1 for the traceback and report it"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONWARNINGS="ignore", ATTN_ONLY_TRACEBACK="1"),
+    )
     assert proc.returncode == 1 and "Traceback" in proc.stderr and proc.stderr.strip().endswith("KeyError: 'boom'")
 
 
 # dict.*.txt ------------------------------------------------------------------------------------
+
 
 def test_malformed_or_duplicate_dictionary_line(setup, checkpoint, tmp_path):
     bad = data_copy(setup, tmp_path, "malformed")
     n = len((bad / "dict.src.txt").read_text().splitlines())
     with open(bad / "dict.src.txt", "a") as f:
         f.write("garbage\n")
-    one_line_error(generate(setup, checkpoint, data=bad), f"dictionary {bad / 'dict.src.txt'} is malformed: line "
-                   f"{n + 1} is not '<token> <count>': 'garbage'", REBUILD)
+    one_line_error(
+        generate(setup, checkpoint, data=bad),
+        f"dictionary {bad / 'dict.src.txt'} is malformed: line {n + 1} is not '<token> <count>': 'garbage'",
+        REBUILD,
+    )
     from fairseq.data import Dictionary
+
     twice = data_copy(setup, tmp_path, "twice")
     lines = (twice / "dict.tgt.txt").read_text().splitlines()
     (twice / "dict.tgt.txt").write_text("\n".join(lines + [lines[2]]) + "\n")
@@ -64,35 +81,65 @@ def test_malformed_or_duplicate_dictionary_line(setup, checkpoint, tmp_path):
 
 # .bin/.idx ---------------------------------------------------------------------------------------
 
+
 def test_empty_bin_names_the_file(setup, checkpoint, tmp_path):
     """fairseq's error was an AttributeError about _bin_buffer_mmap naming no file; fairseq-validate
     too, which without --task failed on a KeyError: None."""
     bad = data_copy(setup, tmp_path)
     (bad / "test.src-tgt.src.bin").write_bytes(b"")
-    expected = (f"{bad / 'test.src-tgt.src.bin'} holds 0 bytes but {bad / 'test.src-tgt.src.idx'} describes 100 "
-                "sentences", REBUILD)
+    expected = (
+        f"{bad / 'test.src-tgt.src.bin'} holds 0 bytes but {bad / 'test.src-tgt.src.idx'} describes 100 sentences",
+        REBUILD,
+    )
     one_line_error(generate(setup, checkpoint, data=bad), *expected)
-    validate = ("fairseq-validate", bad, "--user-dir", PLUGIN, "--path", checkpoint, "--cpu", "--max-tokens", 2000,
-                "--valid-subset", "test")
+    validate = (
+        "fairseq-validate",
+        bad,
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        checkpoint,
+        "--cpu",
+        "--max-tokens",
+        2000,
+        "--valid-subset",
+        "test",
+    )
     one_line_error(run(*validate, "--task", "translation", ok=False), *expected)
-    one_line_error(run(*validate, ok=False), "no --task given (fairseq-validate has no default task): add --task "
-                                             "translation")
+    one_line_error(
+        run(*validate, ok=False), "no --task given (fairseq-validate has no default task): add --task translation"
+    )
 
 
-@pytest.mark.parametrize("damage, expected", [
-    (lambda b: (b / "test.src-tgt.src.bin").write_bytes((b / "test.src-tgt.src.bin").read_bytes()[:100]),
-     "test.src-tgt.src.bin holds 100 bytes but"),
-    (lambda b: (b / "test.src-tgt.src.idx").write_bytes(b""), "test.src-tgt.src.idx is empty"),
-    (lambda b: (b / "test.src-tgt.src.idx").write_bytes((b / "test.src-tgt.src.idx").read_bytes()[:30]),
-     "test.src-tgt.src.idx is truncated: 30 bytes for 100 sentences"),
-    (lambda b: shutil.copy(b / "valid.src-tgt.src.idx", b / "test.src-tgt.src.idx"),  # same count, other run
-     "the .bin is truncated or its .idx comes from another fairseq-preprocess run"),
-    (lambda b: (b / "test.src-tgt.src.idx").write_bytes((b / "test.src-tgt.src.idx").read_bytes()[:17] + b"\x63"
-                                                        + (b / "test.src-tgt.src.idx").read_bytes()[18:]),
-     "test.src-tgt.src.idx is corrupt (unknown element type 99)"),
-])
+@pytest.mark.parametrize(
+    "damage, expected",
+    [
+        (
+            lambda b: (b / "test.src-tgt.src.bin").write_bytes((b / "test.src-tgt.src.bin").read_bytes()[:100]),
+            "test.src-tgt.src.bin holds 100 bytes but",
+        ),
+        (lambda b: (b / "test.src-tgt.src.idx").write_bytes(b""), "test.src-tgt.src.idx is empty"),
+        (
+            lambda b: (b / "test.src-tgt.src.idx").write_bytes((b / "test.src-tgt.src.idx").read_bytes()[:30]),
+            "test.src-tgt.src.idx is truncated: 30 bytes for 100 sentences",
+        ),
+        (
+            lambda b: shutil.copy(b / "valid.src-tgt.src.idx", b / "test.src-tgt.src.idx"),  # same count, other run
+            "the .bin is truncated or its .idx comes from another fairseq-preprocess run",
+        ),
+        (
+            lambda b: (b / "test.src-tgt.src.idx").write_bytes(
+                (b / "test.src-tgt.src.idx").read_bytes()[:17]
+                + b"\x63"
+                + (b / "test.src-tgt.src.idx").read_bytes()[18:]
+            ),
+            "test.src-tgt.src.idx is corrupt (unknown element type 99)",
+        ),
+    ],
+)
 def test_truncated_empty_or_mismatched_index(setup, tmp_path, damage, expected):
     from fairseq.data import data_utils
+
     bad = data_copy(setup, tmp_path)
     assert len(data_utils.load_indexed_dataset(str(bad / "test.src-tgt.src"), None)) == 100  # the control
     damage(bad)
@@ -103,6 +150,7 @@ def test_truncated_empty_or_mismatched_index(setup, tmp_path, damage, expected):
 
 def test_empty_split(tmp_path):
     from fairseq.data import indexed_dataset
+
     builder = indexed_dataset.make_builder(str(tmp_path / "empty.bin"), "mmap", vocab_size=100)
     builder.finalize(str(tmp_path / "empty.idx"))
     with pytest.raises(PluginError, match="empty.idx/.bin hold no sentences"):
@@ -113,11 +161,15 @@ def test_source_and_target_of_different_sizes(setup, checkpoint, tmp_path):
     bad = data_copy(setup, tmp_path)
     for ext in ("bin", "idx"):  # 300 training targets for 100 test sources
         shutil.copy(bad / f"train.src-tgt.tgt.{ext}", bad / f"test.src-tgt.tgt.{ext}")
-    one_line_error(generate(setup, checkpoint, data=bad), f"source {bad / 'test.src-tgt.src'} holds 100 sentences "
-                   f"but target {bad / 'test.src-tgt.tgt'} holds 300", "rerun fairseq-preprocess")
+    one_line_error(
+        generate(setup, checkpoint, data=bad),
+        f"source {bad / 'test.src-tgt.src'} holds 100 sentences but target {bad / 'test.src-tgt.tgt'} holds 300",
+        "rerun fairseq-preprocess",
+    )
 
 
 # models and checkpoints ------------------------------------------------------------------------
+
 
 def test_not_a_sentencepiece_model(setup, checkpoint, tmp_path):
     fake = tmp_path / "spm.model"
@@ -128,48 +180,81 @@ def test_not_a_sentencepiece_model(setup, checkpoint, tmp_path):
 
 def test_checkpoint_that_is_not_a_fairseq_checkpoint(setup, tmp_path):
     torch.save(torch.zeros(3), tmp_path / "tensor.pt")
-    one_line_error(generate(setup, tmp_path / "tensor.pt"), f"{tmp_path / 'tensor.pt'} is not a fairseq checkpoint "
-                   "(a torch.Tensor)", "give a checkpoint that fairseq-train wrote")
+    one_line_error(
+        generate(setup, tmp_path / "tensor.pt"),
+        f"{tmp_path / 'tensor.pt'} is not a fairseq checkpoint (a torch.Tensor)",
+        "give a checkpoint that fairseq-train wrote",
+    )
     from fairseq import checkpoint_utils
+
     torch.save([1, 2], tmp_path / "list.pt")
     torch.save({"weights": torch.zeros(2)}, tmp_path / "nomodel.pt")
     with pytest.raises(PluginError, match=r"list.pt is not a fairseq checkpoint \(a list\)"):
         checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "list.pt"))
-    with pytest.raises(PluginError, match=r"not a fairseq checkpoint \(a dict without a 'model' state dict \(its "
-                                          r"keys: 'weights'\)\)"):
+    with pytest.raises(
+        PluginError,
+        match=r"not a fairseq checkpoint \(a dict without a 'model' state dict \(its "
+        r"keys: 'weights'\)\)",
+    ):
         checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "nomodel.pt"))
 
 
 # flags -------------------------------------------------------------------------------------------
 
+
 def test_decoding_flags(setup, checkpoint):
     """--beam 0 (a ZeroDivisionError in our decoder), --max-tokens below the longest sentence (an
     assertion in fairseq's batching), --alignment-layer beyond the decoder (an IndexError)."""
     one_line_error(generate(setup, checkpoint, "--beam", 0), "--beam must be >= 1, got 0")
-    proc = run("fairseq-generate", setup / "bin", "--user-dir", PLUGIN, "--path", checkpoint, "--cpu",
-               "--max-tokens", 3, "--max-len-a", 0, "--max-len-b", 5, ok=False)
+    proc = run(
+        "fairseq-generate",
+        setup / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        checkpoint,
+        "--cpu",
+        "--max-tokens",
+        3,
+        "--max-len-a",
+        0,
+        "--max-len-b",
+        5,
+        ok=False,
+    )
     one_line_error(proc, "a sentence is longer than --max-tokens 3 tokens: raise --max-tokens")
-    one_line_error(generate(setup, checkpoint, "--print-alignment", "--model-overrides", "{'alignment_layer': 5}"),
-                   "--alignment-layer must be a decoder layer, 0 to 1, or -1 for the last, got 5")
+    one_line_error(
+        generate(setup, checkpoint, "--print-alignment", "--model-overrides", "{'alignment_layer': 5}"),
+        "--alignment-layer must be a decoder layer, 0 to 1, or -1 for the last, got 5",
+    )
 
 
 def test_training_flags(setup, tmp_path):
     """--heads 0, --update-freq 0, --max-tokens below every sentence, --fp16 without a GPU, a save
     dir whose parent is a file (root writes through chmod, so that is how this one is made)."""
     one_line_error(train(setup / "bin", tmp_path / "a", *ARCH, "--heads", 0, ok=False), "--heads must be >= 1, got 0")
-    one_line_error(train(setup / "bin", tmp_path / "b", *ARCH, "--update-freq", 0, ok=False),
-                   "--update-freq must be >= 1 (batches per update), got 0")
-    one_line_error(train(setup / "bin", tmp_path / "c", *ARCH, "--max-tokens", 3, ok=False),
-                   "no batch left to train on", "raise --max-tokens")
+    one_line_error(
+        train(setup / "bin", tmp_path / "b", *ARCH, "--update-freq", 0, ok=False),
+        "--update-freq must be >= 1 (batches per update), got 0",
+    )
+    one_line_error(
+        train(setup / "bin", tmp_path / "c", *ARCH, "--max-tokens", 3, ok=False),
+        "no batch left to train on",
+        "raise --max-tokens",
+    )
     if not torch.cuda.is_available():
         one_line_error(train(setup / "bin", tmp_path / "d", *ARCH, "--fp16", ok=False), NO_GPU)
-        one_line_error(train(setup / "bin", tmp_path / "e", *ARCH, "--distributed-world-size", 2, ok=False),
-                       "--distributed-world-size 2 asks fairseq to start 2 processes, one per GPU, and this machine "
-                       "has 0: on CPUs launch one process per rank with torchrun")
+        one_line_error(
+            train(setup / "bin", tmp_path / "e", *ARCH, "--distributed-world-size", 2, ok=False),
+            "--distributed-world-size 2 asks fairseq to start 2 processes, one per GPU, and this machine "
+            "has 0: on CPUs launch one process per rank with torchrun",
+        )
     (tmp_path / "file").write_text("x")
-    one_line_error(train(setup / "bin", tmp_path / "file" / "save", *ARCH, ok=False),
-                   f"--save-dir {tmp_path / 'file' / 'save'} cannot be written (Not a directory",
-                   "give --save-dir a folder this user can create and write")
+    one_line_error(
+        train(setup / "bin", tmp_path / "file" / "save", *ARCH, ok=False),
+        f"--save-dir {tmp_path / 'file' / 'save'} cannot be written (Not a directory",
+        "give --save-dir a folder this user can create and write",
+    )
     assert snapshot(tmp_path) == {"file": snapshot(tmp_path)["file"]}  # no run wrote anything
 
 
@@ -180,18 +265,24 @@ def test_failure_of_a_spawned_process_is_read_from_its_traceback():
     from torch.multiprocessing.spawn import ProcessRaisedException
 
     from attn_only_plugin.guards.errors import one_line
-    child = ("\n\n-- Process 1 terminated with the following error:\nTraceback (most recent call last):\n"
-             "  File \"fairseq_cli/train.py\", line 1, in main\n{}\n")
+
+    child = (
+        "\n\n-- Process 1 terminated with the following error:\nTraceback (most recent call last):\n"
+        '  File "fairseq_cli/train.py", line 1, in main\n{}\n'
+    )
     plugin_error = "attn_only_plugin.guards.errors.PluginError: --beam must be >= 1, got 0"
     assert one_line(ProcessRaisedException(child.format(plugin_error), 1, 99)) == "--beam must be >= 1, got 0"
-    assert one_line(ProcessRaisedException(child.format("ZeroDivisionError: float division by zero"), 1, 99)) == \
-        "process 1 of the distributed run failed with ZeroDivisionError: float division by zero; unexpected: rerun " \
+    assert (
+        one_line(ProcessRaisedException(child.format("ZeroDivisionError: float division by zero"), 1, 99))
+        == "process 1 of the distributed run failed with ZeroDivisionError: float division by zero; unexpected: rerun "
         "with ATTN_ONLY_TRACEBACK=1 for the traceback and report it"
+    )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is there")
 def test_cuda_device_without_gpu_in_python_api(setup):
     import attn_only_plugin
+
     with pytest.raises(PluginError, match=f"device='cuda': {NO_GPU}"):
         attn_only_plugin.load(setup / "ckpt", data=setup / "bin", device="cuda")
 
@@ -200,18 +291,21 @@ def test_full_or_read_only_disk_named():
     """A full or read-only file system cannot be made here without root tricks: the reading of the
     OSError that fairseq raises for it (explain.py) is checked on the exception itself."""
     from attn_only_plugin.guards.explain import explain
-    assert explain(OSError(errno.ENOSPC, "No space left on device", "/s/checkpoint_last.pt")) == \
-        "/s/checkpoint_last.pt: No space left on device: the disk is full: free space or write elsewhere"
-    assert explain(OSError(errno.EROFS, "Read-only file system", "/s")).endswith("the file system is read-only: "
-                                                                                 "write elsewhere")
+
+    assert (
+        explain(OSError(errno.ENOSPC, "No space left on device", "/s/checkpoint_last.pt"))
+        == "/s/checkpoint_last.pt: No space left on device: the disk is full: free space or write elsewhere"
+    )
+    assert explain(OSError(errno.EROFS, "Read-only file system", "/s")).endswith(
+        "the file system is read-only: write elsewhere"
+    )
     assert explain(OSError(errno.ENOSPC, "No space left on device")) is None  # no path: shown as unexpected
 
 
 def test_user_dir_that_does_not_exist(setup, tmp_path):
     """fairseq imports --user-dir before the plugin can act: its own error, which names the path."""
     proc = run("fairseq-train", setup / "bin", "--user-dir", tmp_path / "nowhere", ok=False)
-    assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1] == \
-        f"FileNotFoundError: {tmp_path / 'nowhere'}"
+    assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1] == f"FileNotFoundError: {tmp_path / 'nowhere'}"
 
 
 def test_misspelt_hydra_config_keys(setup, tmp_path):
@@ -220,38 +314,56 @@ def test_misspelt_hydra_config_keys(setup, tmp_path):
     yaml = (ROOT / "examples" / "hydra" / "transformer_base.yaml").read_text()
     assert "  d_model: 512" in yaml
     (tmp_path / "bad.yaml").write_text(yaml.replace("  d_model: 512", "  d_model: 512\n  alignment_layr: 1", 1))
-    common = [f"task.data={setup / 'bin'}", f"common.user_dir={PLUGIN}", "common.cpu=true",
-              f"checkpoint.save_dir={tmp_path / 'save'}", f"hydra.run.dir={tmp_path / 'hydra'}"]
+    common = [
+        f"task.data={setup / 'bin'}",
+        f"common.user_dir={PLUGIN}",
+        "common.cpu=true",
+        f"checkpoint.save_dir={tmp_path / 'save'}",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+    ]
     proc = run("fairseq-hydra-train", "--config-dir", tmp_path, "--config-name", "bad", *common, ok=False)
     one_line_error(proc, "config: Key 'alignment_layr' not in 'TransformerConfig': check the key's spelling")
-    proc = run("fairseq-hydra-train", "--config-dir", ROOT / "examples" / "hydra", "--config-name",
-               "transformer_base", *common, "optimizationn.max_update=3", ok=False)
+    proc = run(
+        "fairseq-hydra-train",
+        "--config-dir",
+        ROOT / "examples" / "hydra",
+        "--config-name",
+        "transformer_base",
+        *common,
+        "optimizationn.max_update=3",
+        ok=False,
+    )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "optimizationn" in proc.stderr
 
 
 # text whose encoding hides characters -------------------------------------------------------------
 
+
 def test_hidden_characters_in_interactive_input(setup, checkpoint, tmp_path):
     # a byte order mark that starts the input is an encoding mark (stripped, reliability.md row 105); inside text,
     # here the start of line 2, it is an invisible character
     proc = interactive(setup, checkpoint, "1 2 3\n\ufeff4 5\n")
-    one_line_error(proc, "input line 2 holds an invisible character, U+FEFF BYTE ORDER MARK at column 1",
-                   "remove it first")
+    one_line_error(
+        proc, "input line 2 holds an invisible character, U+FEFF BYTE ORDER MARK at column 1", "remove it first"
+    )
     with_bom = interactive(setup, checkpoint, "\ufeff1 2 3\n4 5\n")
     plain = interactive(setup, checkpoint, "1 2 3\n4 5\n")
     hyps = [[line for line in p.stdout.splitlines() if line.startswith(("S-", "H-"))] for p in (with_bom, plain)]
     assert with_bom.returncode == 0 and len(hyps[0]) == 4 and hyps[0] == hyps[1], with_bom.stderr[-2000:]
     from attn_only_plugin.guards.input_checks import read_input_lines
+
     (tmp_path / "clean").write_text("1 2\n3 4\n")
     assert list(read_input_lines(str(tmp_path / "clean"), 10)) == [["1 2", "3 4"]]  # the control
     (tmp_path / "zwsp").write_text("1 2\n3\u200b 4\n")
-    with pytest.raises(PluginError, match="input line 2 holds an invisible character, U\\+200B ZERO WIDTH SPACE at "
-                                          "column 2"):
+    with pytest.raises(
+        PluginError, match="input line 2 holds an invisible character, U\\+200B ZERO WIDTH SPACE at column 2"
+    ):
         list(read_input_lines(str(tmp_path / "zwsp"), 10))
 
 
 def test_hidden_characters_in_python_api(setup):
     import attn_only_plugin
+
     mt = attn_only_plugin.load(setup / "ckpt", data=setup / "bin")
     assert isinstance(mt.translate("1 2 3"), str)  # the control
     with pytest.raises(PluginError, match="sentence 1 holds an invisible character, U\\+2060 WORD JOINER at column 2"):
@@ -266,11 +378,33 @@ def test_hidden_characters_in_spm_prepare_corpus(tmp_path):
             (raw / f"{split}.{lang}").write_text("a b c\nd e f\n")
     (raw / "valid.tgt").write_text("a b c\nd e\u00adf\n")
     (raw / "train.src").write_text("a b c\nd e\u200cf\n")  # checked first: a zero-width non-joiner (Persian) passes
-    proc = subprocess.run([str(a) for a in (sys.executable, ROOT / "scripts" / "spm_prepare.py", "--data", raw, "--src",
-                                            "src", "--tgt", "tgt", "--vocab-size", 100, "--out", tmp_path / "out")],
-                          capture_output=True, text=True, cwd=ROOT)
-    one_line_error(proc, f"{raw / 'valid.tgt'} line 2 holds an invisible character, U+00AD SOFT HYPHEN at "
-                   "column 4", "remove it first")
+    proc = subprocess.run(
+        [
+            str(a)
+            for a in (
+                sys.executable,
+                ROOT / "scripts" / "spm_prepare.py",
+                "--data",
+                raw,
+                "--src",
+                "src",
+                "--tgt",
+                "tgt",
+                "--vocab-size",
+                100,
+                "--out",
+                tmp_path / "out",
+            )
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    one_line_error(
+        proc,
+        f"{raw / 'valid.tgt'} line 2 holds an invisible character, U+00AD SOFT HYPHEN at column 4",
+        "remove it first",
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -278,6 +412,10 @@ def test_scoring_a_folder_is_one_line(tmp_path):
     """sacrebleu_detok.py (and bleu_compound_split.py, which reads through it) given a folder as a
     file: one line instead of an IsADirectoryError traceback."""
     (tmp_path / "hyp").write_text("a b\n")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sacrebleu_detok.py"), str(tmp_path / "hyp"),
-                           str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "sacrebleu_detok.py"), str(tmp_path / "hyp"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     one_line_error(proc, f"cannot read {tmp_path}: Is a directory: give a readable text file")

@@ -2,6 +2,7 @@
 loader we own or patch: fairseq-generate, fairseq-interactive, fairseq-validate, resuming
 fairseq-train, averaging, the converter and the Python API. Each case checks the refusal is one
 `error:` line naming the file, and that the payload never ran (its marker file does not exist)."""
+
 import os
 import subprocess
 import sys
@@ -46,8 +47,15 @@ def _refused(proc, setup, path):
 
 
 def _run(tool, *args, stdin=None):
-    return subprocess.run([str(BIN / tool), *map(str, args)], capture_output=True, text=True, input=stdin,
-                          cwd=ROOT, env=dict(os.environ, PYTHONWARNINGS="ignore"), timeout=600)
+    return subprocess.run(
+        [str(BIN / tool), *map(str, args)],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+        timeout=600,
+    )
 
 
 @pytest.mark.parametrize("tool", ["fairseq-generate", "fairseq-interactive", "fairseq-validate"])
@@ -75,8 +83,12 @@ def test_scripts_refuse(setup, script, tmp_path):
         args = ["--inputs", setup / "good" / "checkpoint_last.pt", evil, "--output", out]
     else:
         args = [evil, out, "--to", "fairseq"]
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), *map(str, args)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / f"{script}.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     _refused(proc, setup, evil)
     assert not out.exists()
 
@@ -84,6 +96,7 @@ def test_scripts_refuse(setup, script, tmp_path):
 def test_python_api_refuses(setup):
     import attn_only_plugin
     from attn_only_plugin.guards.errors import PluginError
+
     with pytest.raises(PluginError, match="untrusted") as err:
         attn_only_plugin.load(setup / "evil", data=setup / "bin")
     assert "checkpoint_last.pt" in str(err.value)
@@ -93,6 +106,7 @@ def test_python_api_refuses(setup):
 def test_trusted_checkpoint_still_loads(setup):
     """The control: the same checkpoint without the payload loads through the same path."""
     import attn_only_plugin
+
     mt = attn_only_plugin.load(setup / "good", data=setup / "bin")
     assert isinstance(mt.translate("1 2 3"), str)
 
@@ -108,6 +122,7 @@ def test_a_file_of_another_kind_is_named_not_called_corrupt(tmp_path):
 
     from attn_only_plugin.guards.errors import PluginError
     from attn_only_plugin.guards.safe_load import load_checkpoint
+
     ct2 = tmp_path / "ct2"
     ct2.mkdir()
     (ct2 / "config.json").write_text("{}")
@@ -117,8 +132,12 @@ def test_a_file_of_another_kind_is_named_not_called_corrupt(tmp_path):
     (tmp_path / "empty.pt").write_bytes(b"")
     torch.save({"model": {"w": torch.ones(100)}}, tmp_path / "good.pt")
     (tmp_path / "cut.pt").write_bytes((tmp_path / "good.pt").read_bytes()[:200])
-    for path, kind in [(ct2 / "model.bin", "a CTranslate2 model"), (tmp_path / "array.npy", "a numpy array file"),
-                       (tmp_path / "plain.pkl", "a plain Python pickle"), (tmp_path / "empty.pt", "an empty file")]:
+    for path, kind in [
+        (ct2 / "model.bin", "a CTranslate2 model"),
+        (tmp_path / "array.npy", "a numpy array file"),
+        (tmp_path / "plain.pkl", "a plain Python pickle"),
+        (tmp_path / "empty.pt", "an empty file"),
+    ]:
         with pytest.raises(PluginError, match=f"^{re.escape(str(path))} is not a checkpoint but {kind}"):
             load_checkpoint(path)
     with pytest.raises(PluginError, match="it is corrupt or truncated"):

@@ -6,6 +6,7 @@ Every process runs with one OpenMP thread: results then do not depend on how man
 machine has or how busy it is (a reduction split over 2 threads rounds differently from 1), and
 two processes of a distributed run do not fight over the same cores.
 """
+
 import os
 import random
 import socket
@@ -38,25 +39,76 @@ def toy_data(root: Path, n_train: int = 200, seed: int = 0, n_test: int = 0) -> 
         rows = [[str(rng.randint(0, 9)) for _ in range(rng.randint(3, 8))] for _ in range(n)]
         (root / f"{split}.src").write_text("".join(" ".join(r) + "\n" for r in rows))
         (root / f"{split}.tgt").write_text("".join(" ".join(reversed(r)) + "\n" for r in rows))
-    run(BIN / "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", root / "train",
-        "--validpref", root / "valid", *(["--testpref", root / "test"] if n_test else []),
-        "--destdir", root / "bin", "--joined-dictionary", "--workers", 1)
+    run(
+        BIN / "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--trainpref",
+        root / "train",
+        "--validpref",
+        root / "valid",
+        *(["--testpref", root / "test"] if n_test else []),
+        "--destdir",
+        root / "bin",
+        "--joined-dictionary",
+        "--workers",
+        1,
+    )
     return root / "bin"
 
 
 def train_args(data: Path, save_dir: Path, max_update: int, dropout: float, *extra) -> list:
     """fairseq-train's arguments (without the program): fixed batches of 16 sentences, seed 3,
     a log line for every update (`num_updates=N`) on stdout."""
-    return [data, "--user-dir", PLUGIN, "--arch", "transformer_base", "--encoder-layers", 2, "--decoder-layers", 2,
-            "--d-model", 32, "--d-ff", 64, "--heads", 4, "--dropout", dropout, "--criterion", "paper_label_smoothed_ce",
-            "--lr-scheduler", "noam", "--warmup-updates", 50, "--optimizer", "paper_adam", "--cpu", "--batch-size", 16,
-            "--max-update", max_update, "--save-dir", save_dir,
-            "--seed", 3, "--log-format", "simple", "--log-interval", 1, *extra]
+    return [
+        data,
+        "--user-dir",
+        PLUGIN,
+        "--arch",
+        "transformer_base",
+        "--encoder-layers",
+        2,
+        "--decoder-layers",
+        2,
+        "--d-model",
+        32,
+        "--d-ff",
+        64,
+        "--heads",
+        4,
+        "--dropout",
+        dropout,
+        "--criterion",
+        "paper_label_smoothed_ce",
+        "--lr-scheduler",
+        "noam",
+        "--warmup-updates",
+        50,
+        "--optimizer",
+        "paper_adam",
+        "--cpu",
+        "--batch-size",
+        16,
+        "--max-update",
+        max_update,
+        "--save-dir",
+        save_dir,
+        "--seed",
+        3,
+        "--log-format",
+        "simple",
+        "--log-interval",
+        1,
+        *extra,
+    ]
 
 
 def load(checkpoint: Path) -> dict:
     """A fairseq checkpoint through torch's safe unpickler (the plugin allow-lists fairseq's types)."""
     import attn_only_plugin  # noqa: F401
+
     return torch.load(checkpoint, weights_only=True)
 
 

@@ -10,6 +10,7 @@ returns), so `sample`, `generate`, `.cuda()` and the rest work as in fairseq. se
 applied to the input and removed from the output inside. Checkpoints load with torch's safe
 loader (see safe_load.py).
 """
+
 import re
 from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
@@ -19,39 +20,62 @@ from ..guards.errors import PluginError
 from ..guards.hidden_chars import find_hidden
 
 
-def load(checkpoint_dir: Union[str, Path], checkpoint_file: str = "checkpoint_last.pt",
-         data: Optional[Union[str, Path]] = None, spm_model: Optional[Union[str, Path]] = None,
-         device: str = "cpu", **overrides):
+def load(
+    checkpoint_dir: Union[str, Path],
+    checkpoint_file: str = "checkpoint_last.pt",
+    data: Optional[Union[str, Path]] = None,
+    spm_model: Optional[Union[str, Path]] = None,
+    device: str = "cpu",
+    **overrides,
+):
     """Load checkpoint_dir/checkpoint_file with the dictionaries in `data` (default: the
     checkpoint dir) and the sentencepiece model `spm_model` (None: input is already segmented)."""
     from .models.transformer import AttnOnlyTransformer, TransformerConfig
+
     check_device(device)
-    _unknown(overrides, _fairseq_options("common", "common_eval", "generation", "checkpoint", "dataset")
-             | {f for f in TransformerConfig.__dataclass_fields__} | {"source_lang", "target_lang"}, "load()")
+    _unknown(
+        overrides,
+        _fairseq_options("common", "common_eval", "generation", "checkpoint", "dataset")
+        | {f for f in TransformerConfig.__dataclass_fields__}
+        | {"source_lang", "target_lang"},
+        "load()",
+    )
     checkpoint_dir = Path(checkpoint_dir)
     if not (checkpoint_dir / checkpoint_file).is_file():
-        raise PluginError(f"no checkpoint {checkpoint_dir / checkpoint_file}: give the folder and file name "
-                          "that fairseq-train (or average_checkpoints.py) wrote")
+        raise PluginError(
+            f"no checkpoint {checkpoint_dir / checkpoint_file}: give the folder and file name "
+            "that fairseq-train (or average_checkpoints.py) wrote"
+        )
     if data is not None and not Path(data).is_dir():
-        raise PluginError(f"data directory {data} does not exist: give the --destdir that fairseq-preprocess wrote "
-                          "(the folder with dict.*.txt)")
+        raise PluginError(
+            f"data directory {data} does not exist: give the --destdir that fairseq-preprocess wrote "
+            "(the folder with dict.*.txt)"
+        )
     if spm_model is not None and not Path(spm_model).is_file():
         raise PluginError(f"no sentencepiece model at {spm_model}: give the spm.model used to prepare the data")
     if str(device).startswith("cuda"):
         import torch
+
         if not torch.cuda.is_available():
             from ..guards.explain import NO_GPU
+
             raise PluginError(f"device={device!r}: {NO_GPU}")
     kwargs = dict(overrides)
     if spm_model is not None:
         kwargs.update(bpe="sentencepiece", sentencepiece_model=str(spm_model))
     hub = AttnOnlyTransformer.from_pretrained(
-        str(checkpoint_dir), checkpoint_file=checkpoint_file,
-        data_name_or_path=str(data or checkpoint_dir), user_dir=str(Path(__file__).parent), **kwargs)
+        str(checkpoint_dir),
+        checkpoint_file=checkpoint_file,
+        data_name_or_path=str(data or checkpoint_dir),
+        user_dir=str(Path(__file__).parent),
+        **kwargs,
+    )
     if spm_model is not None:
         from ..guards.input_checks import check_spm_matches_dictionary
-        check_spm_matches_dictionary(hub.bpe.sp, hub.src_dict, spm_model,
-                                     f"the source dictionary in {data or checkpoint_dir}")
+
+        check_spm_matches_dictionary(
+            hub.bpe.sp, hub.src_dict, spm_model, f"the source dictionary in {data or checkpoint_dir}"
+        )
     hub.eval()
     if device != "cpu":
         hub = hub.to(device)
@@ -64,8 +88,15 @@ class Translator:
     def __init__(self, hub):
         self.hub = hub
 
-    def translate(self, sentences: Union[str, List[str]], beam: int = 4, lenpen: float = 0.6,
-                  max_len_a: float = 1.0, max_len_b: int = 50, **kwargs):
+    def translate(
+        self,
+        sentences: Union[str, List[str]],
+        beam: int = 4,
+        lenpen: float = 0.6,
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        **kwargs,
+    ):
         """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50."""
         check_decoding(beam, lenpen, max_len_a, max_len_b)
         _unknown(kwargs, _fairseq_options("generation"), "translate()")
@@ -74,8 +105,9 @@ class Translator:
         for i, s in enumerate(batch):
             _check_sentence(_not_bytes(s, f"sentence {i}"), f"sentence {i}")
         try:
-            out = self.hub.translate(batch, beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b,
-                                     **kwargs)
+            out = self.hub.translate(
+                batch, beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b, **kwargs
+            )
         except Exception as e:  # fairseq's batching refuses an input longer than the positions table
             found = re.match(r"Size of sample #(\d+) is invalid \(=\((?:np\.int64\()?(\d+)", str(e))
             if not found:
@@ -91,6 +123,7 @@ class Translator:
         S counts the source pieces and </s>; T the target pieces and </s> (the decoder input is
         </s> followed by the target, fairseq's convention)."""
         import torch
+
         _check_sentence(_not_bytes(sentence, "the sentence"), "the sentence")
         if target is not None:
             _check_sentence(_not_bytes(target, "the target"), "the target")
@@ -138,8 +171,10 @@ def check_device(device) -> None:
 def _unknown(names, known, where: str) -> None:
     unknown = sorted(set(names) - set(known))
     if unknown:
-        raise PluginError(f"{where} got unknown keyword argument{'s' if len(unknown) > 1 else ''} "
-                          f"{', '.join(unknown)}: check the spelling (fairseq's option names with _ for -)")
+        raise PluginError(
+            f"{where} got unknown keyword argument{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(unknown)}: check the spelling (fairseq's option names with _ for -)"
+        )
 
 
 def _fairseq_options(*groups) -> set:
@@ -147,14 +182,17 @@ def _fairseq_options(*groups) -> set:
     import dataclasses
 
     from fairseq.dataclass.configs import FairseqConfig
+
     config = FairseqConfig()
     return {f.name for g in groups for f in dataclasses.fields(getattr(config, g))}
 
 
 def too_long(i: int, n: int, positions: int) -> PluginError:
     """The error for sentence i of n tokens (</s> included) when the model has `positions` source positions."""
-    return PluginError(f"sentence {i} is {n} tokens long (with </s>), more than the model's {positions} source "
-                       "positions: split or shorten it")
+    return PluginError(
+        f"sentence {i} is {n} tokens long (with </s>), more than the model's {positions} source "
+        "positions: split or shorten it"
+    )
 
 
 def _batch(sentences) -> list:
@@ -162,11 +200,15 @@ def _batch(sentences) -> list:
     list() would give), a set (whose order is arbitrary) or a single non-string."""
     _not_bytes(sentences, "sentences")
     if isinstance(sentences, Mapping):
-        raise PluginError(f"sentences is a {type(sentences).__name__}, not a list: it would translate its keys; "
-                          "pass a list of strings, e.g. list(d.values())")
+        raise PluginError(
+            f"sentences is a {type(sentences).__name__}, not a list: it would translate its keys; "
+            "pass a list of strings, e.g. list(d.values())"
+        )
     if isinstance(sentences, Set):
-        raise PluginError(f"sentences is a {type(sentences).__name__}, whose order is arbitrary: pass a list of "
-                          "strings, so that the translations come back in its order")
+        raise PluginError(
+            f"sentences is a {type(sentences).__name__}, whose order is arbitrary: pass a list of "
+            "strings, so that the translations come back in its order"
+        )
     if not isinstance(sentences, Iterable):
         raise PluginError(f"sentences is {type(sentences).__name__}, not str: pass a string or a list of strings")
     return list(sentences)
@@ -188,9 +230,13 @@ def _check_sentence(s, what: str) -> None:
     try:
         s.encode("utf-8")
     except UnicodeEncodeError as e:  # lone surrogates, e.g. bytes decoded with errors="surrogateescape"
-        raise PluginError(f"{what} is not valid Unicode text ({e.reason} at character {e.start}): read the input "
-                          "as UTF-8 (encoding='utf-8', errors='strict'), converting other encodings first") from None
+        raise PluginError(
+            f"{what} is not valid Unicode text ({e.reason} at character {e.start}): read the input "
+            "as UTF-8 (encoding='utf-8', errors='strict'), converting other encodings first"
+        ) from None
     hidden = find_hidden(s)
     if hidden:
-        raise PluginError(f"{what} holds an invisible character, {hidden[1]} at column {hidden[0]}, which would be "
-                          "translated as part of a word: remove it first")
+        raise PluginError(
+            f"{what} holds an invisible character, {hidden[1]} at column {hidden[0]}, which would be "
+            "translated as part of a word: remove it first"
+        )

@@ -12,6 +12,7 @@ whose longest source has S tokens with </s> (fairseq's cap). A float32 export th
 fairseq-generate's hypotheses (tests/export/test_ctranslate2.py), except where a hypothesis reaches
 that cap: fairseq forces </s> there and counts its probability, CTranslate2 stops.
 """
+
 import json
 import math
 from pathlib import Path
@@ -24,40 +25,60 @@ from .hub import _batch, _check_sentence, _not_bytes, _whole, check_decoding, ch
 FAIRSEQ_SPECIALS = 4  # <s> <pad> </s> <unk> open every fairseq dictionary
 
 
-def load_ctranslate2(model_dir: Union[str, Path], spm_model: Optional[Union[str, Path]] = None, device: str = "cpu",
-                     compute_type: str = "default", inter_threads: int = 1, intra_threads: int = 0):
+def load_ctranslate2(
+    model_dir: Union[str, Path],
+    spm_model: Optional[Union[str, Path]] = None,
+    device: str = "cpu",
+    compute_type: str = "default",
+    inter_threads: int = 1,
+    intra_threads: int = 0,
+):
     """Load an exported model folder with the sentencepiece model `spm_model` (None: input is
     already segmented). compute_type: CTranslate2's ("default" = as exported; "int8", "float16",
     ...); inter_threads batches translated in parallel, intra_threads threads each (0: all cores)."""
     from ..export import INFO_FILE, require_ctranslate2
+
     ctranslate2 = require_ctranslate2()
     check_device(device)
     _whole(inter_threads, "inter_threads", 1)
     _whole(intra_threads, "intra_threads", 0)
     model_dir = Path(model_dir)
     if not (model_dir / "model.bin").is_file():
-        raise PluginError(f"no CTranslate2 model in {model_dir} (no model.bin): give the --out folder of "
-                          "scripts/export_ctranslate2.py")
+        raise PluginError(
+            f"no CTranslate2 model in {model_dir} (no model.bin): give the --out folder of "
+            "scripts/export_ctranslate2.py"
+        )
     if not (model_dir / INFO_FILE).is_file():
-        raise PluginError(f"{model_dir} is a CTranslate2 model but not one scripts/export_ctranslate2.py wrote (no "
-                          f"{INFO_FILE}): export the checkpoint with it")
+        raise PluginError(
+            f"{model_dir} is a CTranslate2 model but not one scripts/export_ctranslate2.py wrote (no "
+            f"{INFO_FILE}): export the checkpoint with it"
+        )
     info = json.loads((model_dir / INFO_FILE).read_text())
     sp = _sentencepiece(spm_model) if spm_model is not None else None
     if str(device).startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
-        raise PluginError(f"device={device!r}: this machine has no usable CUDA GPU: pass device='cpu' to "
-                          "load_ctranslate2 (translate_ctranslate2.py: --device cpu)")
+        raise PluginError(
+            f"device={device!r}: this machine has no usable CUDA GPU: pass device='cpu' to "
+            "load_ctranslate2 (translate_ctranslate2.py: --device cpu)"
+        )
     if sp is not None:
         from ..guards.input_checks import check_spm_matches_dictionary
+
         vocab = SimpleNamespace(symbols=_source_vocabulary(model_dir), nspecial=FAIRSEQ_SPECIALS)
         check_spm_matches_dictionary(sp, vocab, spm_model, f"the source vocabulary of {model_dir}")
     try:
-        translator = ctranslate2.Translator(str(model_dir), device=str(device).split(":")[0],
-                                            device_index=int(str(device).partition(":")[2] or 0),
-                                            compute_type=compute_type, inter_threads=inter_threads,
-                                            intra_threads=intra_threads)
+        translator = ctranslate2.Translator(
+            str(model_dir),
+            device=str(device).split(":")[0],
+            device_index=int(str(device).partition(":")[2] or 0),
+            compute_type=compute_type,
+            inter_threads=inter_threads,
+            intra_threads=intra_threads,
+        )
     except (ValueError, RuntimeError) as e:  # an unknown or unsupported compute_type, a broken model.bin
-        raise PluginError(f"CTranslate2 cannot load {model_dir} with device={device!r}, compute_type="
-                          f"{compute_type!r}: {(str(e).strip().splitlines() or ['?'])[0][:200]}") from None
+        raise PluginError(
+            f"CTranslate2 cannot load {model_dir} with device={device!r}, compute_type="
+            f"{compute_type!r}: {(str(e).strip().splitlines() or ['?'])[0][:200]}"
+        ) from None
     return CTranslate2Translator(translator, sp, info)
 
 
@@ -65,6 +86,7 @@ def _sentencepiece(path):
     import sentencepiece
 
     from ..guards.input_checks import reading_sentencepiece
+
     with reading_sentencepiece(path):
         return sentencepiece.SentencePieceProcessor(model_file=str(path))
 
@@ -73,8 +95,10 @@ def _source_vocabulary(model_dir: Path) -> List[str]:
     for name in ("shared_vocabulary.json", "source_vocabulary.json"):  # CTranslate2 writes one of them
         if (model_dir / name).is_file():
             return json.loads((model_dir / name).read_text())
-    raise PluginError(f"{model_dir} has no source vocabulary (shared_vocabulary.json or source_vocabulary.json): "
-                      "export the model again")
+    raise PluginError(
+        f"{model_dir} has no source vocabulary (shared_vocabulary.json or source_vocabulary.json): "
+        "export the model again"
+    )
 
 
 class CTranslate2Translator:
@@ -83,39 +107,73 @@ class CTranslate2Translator:
     def __init__(self, translator, sp, info: dict):
         self.translator, self.sp, self.info = translator, sp, info
 
-    def translate(self, sentences: Union[str, List[str]], beam: int = 4, lenpen: float = 0.6,
-                  max_len_a: float = 1.0, max_len_b: int = 50, batch_size: int = 32, **unsupported):
+    def translate(
+        self,
+        sentences: Union[str, List[str]],
+        beam: int = 4,
+        lenpen: float = 0.6,
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        batch_size: int = 32,
+        **unsupported,
+    ):
         """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50. fairseq's
         other generation options (sampling, nbest, ...) are load()'s only: refused in one line."""
         if unsupported:
-            raise PluginError(f"translate() of a CTranslate2 export takes beam, lenpen, max_len_a, max_len_b and "
-                              f"batch_size, not {', '.join(sorted(unsupported))}: use attn_only_plugin.load() "
-                              "for fairseq's other generation options")
+            raise PluginError(
+                f"translate() of a CTranslate2 export takes beam, lenpen, max_len_a, max_len_b and "
+                f"batch_size, not {', '.join(sorted(unsupported))}: use attn_only_plugin.load() "
+                "for fairseq's other generation options"
+            )
         single = isinstance(sentences, str)
-        out = [text for text, _, _ in self.translate_scored([sentences] if single else sentences, beam, lenpen,
-                                                            max_len_a, max_len_b, batch_size)]
+        out = [
+            text
+            for text, _, _ in self.translate_scored(
+                [sentences] if single else sentences, beam, lenpen, max_len_a, max_len_b, batch_size
+            )
+        ]
         return out[0] if single else out
 
-    def translate_scored(self, sentences, beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
-                         max_len_b: int = 50, batch_size: int = 32) -> List[Tuple[str, List[str], float]]:
+    def translate_scored(
+        self,
+        sentences,
+        beam: int = 4,
+        lenpen: float = 0.6,
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        batch_size: int = 32,
+    ) -> List[Tuple[str, List[str], float]]:
         """(detokenized text, output tokens, score) per sentence, in input order; the score is the
         hypothesis' log P / |Y|^lenpen (natural log)."""
         _, tokens = self.check(sentences)
         return self.translate_tokens(tokens, beam, lenpen, max_len_a, max_len_b, batch_size)
 
-    def translate_tokens(self, tokens: List[List[str]], beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
-                         max_len_b: int = 50, batch_size: int = 32) -> List[Tuple[str, List[str], float]]:
+    def translate_tokens(
+        self,
+        tokens: List[List[str]],
+        beam: int = 4,
+        lenpen: float = 0.6,
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        batch_size: int = 32,
+    ) -> List[Tuple[str, List[str], float]]:
         """translate_scored on source tokens that check() returned (checked and encoded once)."""
         check_decoding(beam, lenpen, max_len_a, max_len_b, batch_size)
         out = [None] * len(tokens)
         order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))  # fairseq batches by length too
         for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
+            chunk = order[start : start + batch_size]
             longest = max(len(tokens[i]) for i in chunk) + 1  # with </s>
             cap = min(int(max_len_a * longest + max_len_b), self.info["max_target_positions"] - 1)
             results = self.translator.translate_batch(
-                [tokens[i] for i in chunk], beam_size=beam, length_penalty=lenpen, min_decoding_length=1,
-                max_decoding_length=max(1, cap), max_input_length=0, return_scores=True)
+                [tokens[i] for i in chunk],
+                beam_size=beam,
+                length_penalty=lenpen,
+                min_decoding_length=1,
+                max_decoding_length=max(1, cap),
+                max_input_length=0,
+                return_scores=True,
+            )
             for i, r in zip(chunk, results, strict=True):
                 out[i] = (self.decode(r.hypotheses[0]), r.hypotheses[0], r.scores[0])
         return out

@@ -4,6 +4,7 @@
 Tensor layout: log-probabilities (M, V) over M target positions: the N real tokens of a batch
 when the model gives only those (ours in training), else all B T positions, pads included.
 """
+
 import math
 from dataclasses import dataclass, field
 from typing import Tuple
@@ -50,8 +51,10 @@ def target_lprobs(model, sample, pad: int) -> Tuple[Tensor, Tensor]:
     if index is not None:
         real = target.index_select(0, index)  # (N,) the real tokens' targets
         if bool(real.eq(pad).any()) or index.numel() != int(target.ne(pad).sum()):
-            raise PluginError("the targets' real tokens are not the decoder inputs' (prev_output_tokens must be the "
-                              "targets shifted right by one, both right-padded as fairseq's collater makes them)")
+            raise PluginError(
+                "the targets' real tokens are not the decoder inputs' (prev_output_tokens must be the "
+                "targets shifted right by one, both right-padded as fairseq's collater makes them)"
+            )
         target = real
     return lprobs.reshape(-1, lprobs.size(-1)), target  # (M, V), (M,)
 
@@ -71,16 +74,22 @@ class LabelSmoothedCrossEntropy(FairseqCriterion):
     def __init__(self, task, label_smoothing=0.1, report_accuracy=False, sentence_avg=False):
         super().__init__(task)
         if not 0.0 <= label_smoothing < 1.0:
-            raise PluginError(f"--label-smoothing must be in [0, 1), got {label_smoothing} "
-                              "(the paper uses eps_ls = 0.1, section 5.4)")
+            raise PluginError(
+                f"--label-smoothing must be in [0, 1), got {label_smoothing} (the paper uses eps_ls = 0.1, section 5.4)"
+            )
         self.eps, self.report_accuracy, self.sentence_avg = label_smoothing, report_accuracy, sentence_avg
 
     def forward(self, model, sample, reduce=True):
         lprobs, target = target_lprobs(model, sample, self.padding_idx)  # (M, V), (M,)
         loss, nll_loss = label_smoothed_nll_loss(lprobs, target, self.eps, self.padding_idx)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
-        logging_output = {"loss": loss.data, "nll_loss": nll_loss.data, "ntokens": sample["ntokens"],
-                          "nsentences": sample["target"].size(0), "sample_size": sample_size}
+        logging_output = {
+            "loss": loss.data,
+            "nll_loss": nll_loss.data,
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["target"].size(0),
+            "sample_size": sample_size,
+        }
         if self.report_accuracy:
             keep = target.ne(self.padding_idx)
             logging_output["n_correct"] = lprobs.argmax(-1).eq(target).masked_select(keep).sum().data
@@ -100,8 +109,14 @@ class LabelSmoothedCrossEntropy(FairseqCriterion):
         if n_total > 0:
             metrics.log_scalar("total", n_total)
             metrics.log_scalar("n_correct", total("n_correct"))
-            metrics.log_derived("accuracy", lambda m: round(
-                float(m["n_correct"].sum) * 100.0 / float(m["total"].sum), 3) if m["total"].sum > 0 else float("nan"))
+            metrics.log_derived(
+                "accuracy",
+                lambda m: (
+                    round(float(m["n_correct"].sum) * 100.0 / float(m["total"].sum), 3)
+                    if m["total"].sum > 0
+                    else float("nan")
+                ),
+            )
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -9,6 +9,7 @@ WMT14 data: a small, freely licensed stand-in that a laptop can train on.
 Pipeline: extract_paragraphs -> align (with keep_pair's cleaning) -> build_splits (split by help
 file, de-duplication) -> write_corpus (atomic); make_subset picks the committed compact subset.
 """
+
 import hashlib
 import html
 import os
@@ -116,8 +117,13 @@ def find_help_root(unpacked: Path, lang: str) -> Path:
 
 def keep_pair(src: str, tgt: str, max_words: int = 200) -> bool:
     """Cleaning rule: both sides non-empty with a letter, not identical, at most max_words."""
-    return (src != tgt and bool(_LETTER.search(src)) and bool(_LETTER.search(tgt))
-            and len(src.split()) <= max_words and len(tgt.split()) <= max_words)
+    return (
+        src != tgt
+        and bool(_LETTER.search(src))
+        and bool(_LETTER.search(tgt))
+        and len(src.split()) <= max_words
+        and len(tgt.split()) <= max_words
+    )
 
 
 def align(src_root: Path, tgt_root: Path, max_words: int = 200) -> Iterator[Tuple[str, str, str, str]]:
@@ -200,10 +206,13 @@ def write_corpus(splits: Dict[str, List[Pair]], out: Path, src: str, tgt: str) -
     return {split: len(pairs) for split, pairs in splits.items()}
 
 
-def make_subset(splits: Dict[str, List[Pair]], n_train: int, n_valid: int, n_test: int,
-                max_words: int = 40) -> Dict[str, List[Pair]]:
+def make_subset(
+    splits: Dict[str, List[Pair]], n_train: int, n_valid: int, n_test: int, max_words: int = 40
+) -> Dict[str, List[Pair]]:
     """Deterministic compact subset: in each split, the first n pairs (in build_splits' order)
     whose two sides have at most max_words words each."""
     wanted = {"train": n_train, "valid": n_valid, "test": n_test}
-    return {split: [p for p in splits[split] if max(len(p[0].split()), len(p[1].split())) <= max_words]
-            [:wanted[split]] for split in SPLITS}
+    return {
+        split: [p for p in splits[split] if max(len(p[0].split()), len(p[1].split())) <= max_words][: wanted[split]]
+        for split in SPLITS
+    }

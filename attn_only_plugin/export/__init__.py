@@ -7,13 +7,13 @@ require_ctranslate2() and require_transformers() are the one place that says, in
 do when the engine is not installed; callers use them before importing export.ctranslate2 or
 export.transformers, which import the engine themselves.
 """
+
 from ..guards.errors import PluginError
 
 CTRANSLATE2_VERSION = "4.8.5"  # the version scripts/install.sh pins; the export writes its format
 # CTranslate2's weight types for --quantization (None: as trained, float32); here, where the
 # script's argument parser can read them without importing CTranslate2
-QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16",
-                 "float32")
+QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 TRANSFORMERS_VERSION = "5.23.0"  # likewise for the transformers export
 INFO_FILE = "attn_only_plugin.json"  # written beside CTranslate2's files: what the translator needs (position limits)
 
@@ -23,8 +23,10 @@ def require_ctranslate2():
     try:
         import ctranslate2
     except ImportError:
-        raise PluginError(f"ctranslate2 is not installed: run `bash scripts/install.sh` (or pip install "
-                          f"ctranslate2=={CTRANSLATE2_VERSION}) in this environment") from None
+        raise PluginError(
+            f"ctranslate2 is not installed: run `bash scripts/install.sh` (or pip install "
+            f"ctranslate2=={CTRANSLATE2_VERSION}) in this environment"
+        ) from None
     return ctranslate2
 
 
@@ -33,6 +35,8 @@ def require_transformers():
     try:
         import transformers
     except ImportError:
-        raise PluginError(f"transformers is not installed: run `bash scripts/install.sh` (or pip install "
-                          f"transformers=={TRANSFORMERS_VERSION}) in this environment") from None
+        raise PluginError(
+            f"transformers is not installed: run `bash scripts/install.sh` (or pip install "
+            f"transformers=={TRANSFORMERS_VERSION}) in this environment"
+        ) from None
     return transformers

@@ -5,6 +5,7 @@ the zero-padding of narrow heads (free d_k, d_v) to an engine's one head width.
 
 No engine is imported here: export/ctranslate2.py and export/transformers.py both use it.
 """
+
 import os
 import shutil
 import tempfile
@@ -24,6 +25,7 @@ MODEL_NAME = "attn_only_transformer"
 
 class Checkpoint(NamedTuple):
     """A checkpoint of ours read for export: its model config, weights, dictionaries and the whole state."""
+
     cfg: TransformerConfig
     weights: dict
     src_dict: object
@@ -35,16 +37,21 @@ def model_config(state: dict, path, other_tool: str = "ctranslate2's own ct2-fai
     """Our model's config from a checkpoint's cfg.model (or legacy args), refusing other models
     (other_tool: what to use for a fairseq transformer instead)."""
     from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+
     cfg = state.get("cfg") or {}
     m = (cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)) or state.get("args")
     if m is None:
-        raise PluginError(f"{path} has no model config (cfg.model or args): export a checkpoint that fairseq-train "
-                          "or average_checkpoints.py wrote")
+        raise PluginError(
+            f"{path} has no model config (cfg.model or args): export a checkpoint that fairseq-train "
+            "or average_checkpoints.py wrote"
+        )
     m = Namespace(**m) if isinstance(m, dict) else m
     name = getattr(m, "_name", None) or getattr(m, "arch", None)
     if ARCH_MODEL_NAME_REGISTRY.get(name, name) != MODEL_NAME:
-        raise PluginError(f"{path} holds a {name!r} model, not attn_only_plugin's: this exports models trained "
-                          f"with --user-dir attn_only_plugin (a fairseq transformer: {other_tool})")
+        raise PluginError(
+            f"{path} holds a {name!r} model, not attn_only_plugin's: this exports models trained "
+            f"with --user-dir attn_only_plugin (a fairseq transformer: {other_tool})"
+        )
     cfg = full_config(m)
     validate(cfg)
     return cfg
@@ -57,14 +64,22 @@ def read_dictionaries(data, task_cfg) -> Tuple[object, object]:
     from fairseq.data.data_utils import infer_language_pair
 
     from ..guards.input_checks import check_data_dir
+
     get = (lambda k: task_cfg.get(k)) if isinstance(task_cfg, dict) else (lambda k: getattr(task_cfg, k, None))
     src, tgt = get("source_lang"), get("target_lang")
-    check_data_dir(str(data), src, tgt, "the checkpoint records no language pair either: give the whole data-bin "
-                   "(its SPLIT.SRC-TGT.* files name the pair) or a checkpoint that fairseq-train wrote")
+    check_data_dir(
+        str(data),
+        src,
+        tgt,
+        "the checkpoint records no language pair either: give the whole data-bin "
+        "(its SPLIT.SRC-TGT.* files name the pair) or a checkpoint that fairseq-train wrote",
+    )
     if src is None or tgt is None:
         src, tgt = infer_language_pair(str(data))
-    return (Dictionary.load(os.path.join(data, f"dict.{src}.txt")),
-            Dictionary.load(os.path.join(data, f"dict.{tgt}.txt")))
+    return (
+        Dictionary.load(os.path.join(data, f"dict.{src}.txt")),
+        Dictionary.load(os.path.join(data, f"dict.{tgt}.txt")),
+    )
 
 
 def check_dictionaries(weights: dict, src_dict, tgt_dict) -> None:
@@ -72,19 +87,23 @@ def check_dictionaries(weights: dict, src_dict, tgt_dict) -> None:
     for side, d, name in (("encoder", src_dict, "source"), ("decoder", tgt_dict, "target")):
         table = weights.get(f"{side}.embed.tokens.weight")
         if table is not None and table.size(0) != len(d):
-            raise PluginError(f"the {name} dictionary does not match the checkpoint: it has {len(d)} entries but the "
-                              f"checkpoint's {side} embeddings {table.size(0)}; give the --data folder (dict.*.txt) "
-                              "the checkpoint was trained with")
+            raise PluginError(
+                f"the {name} dictionary does not match the checkpoint: it has {len(d)} entries but the "
+                f"checkpoint's {side} embeddings {table.size(0)}; give the --data folder (dict.*.txt) "
+                "the checkpoint was trained with"
+            )
 
 
 def read_checkpoint(checkpoint, data, other_tool: str = "ctranslate2's own ct2-fairseq-converter") -> Checkpoint:
     """A checkpoint file of ours (safe loader) and the dictionaries of its data folder, each
     problem refused in one line: no file, not ours, non-finite weights, other dictionaries."""
     from ..guards.safe_load import load_checkpoint, non_finite, non_finite_error
+
     checkpoint = Path(checkpoint)
     if not checkpoint.is_file():
-        raise PluginError(f"no checkpoint {checkpoint}: give a checkpoint file that fairseq-train (or "
-                          "average_checkpoints.py) wrote")
+        raise PluginError(
+            f"no checkpoint {checkpoint}: give a checkpoint file that fairseq-train (or average_checkpoints.py) wrote"
+        )
     state = load_checkpoint(checkpoint)
     cfg = model_config(state, checkpoint, other_tool)
     found = non_finite(state["model"])
@@ -117,12 +136,20 @@ def new_out(out, force: bool, inputs=()) -> Path:
     config.json and model.bin or model.safetensors), so that --force never deletes anything else."""
     check_output(out, inputs, force)
     out = Path(out)
-    if force and (out.exists() or out.is_symlink()) and not (
-            out.is_dir() and (out / "config.json").is_file()
-            and any((out / name).is_file() for name in ("model.bin", "model.safetensors"))):
-        raise PluginError(f"--out {out} exists and is not a model folder an export wrote (no config.json with "
-                          "model.bin or model.safetensors): --force replaces only an earlier export; choose another "
-                          "--out")
+    if (
+        force
+        and (out.exists() or out.is_symlink())
+        and not (
+            out.is_dir()
+            and (out / "config.json").is_file()
+            and any((out / name).is_file() for name in ("model.bin", "model.safetensors"))
+        )
+    ):
+        raise PluginError(
+            f"--out {out} exists and is not a model folder an export wrote (no config.json with "
+            "model.bin or model.safetensors): --force replaces only an earlier export; choose another "
+            "--out"
+        )
     if not out.resolve().parent.is_dir():
         raise PluginError(f"the folder of {out} does not exist: create it first, or choose another --out")
     return out

@@ -26,6 +26,7 @@ CTranslate2's spec expresses the model as it is, so the export computes the same
 Tensor layout: weights as torch keeps them, (out_features, in_features); per-head rows of a
 projection are head-major, (h, d, d_model) flattened.
 """
+
 import json
 import math
 from pathlib import Path
@@ -66,8 +67,10 @@ class _Weights:
 
     def get(self, name: str) -> Tensor:
         if name not in self.sd:
-            raise PluginError(f"the checkpoint has no parameter {name}, which its own model config implies: it is "
-                              "partial or was edited; export the checkpoint fairseq-train wrote")
+            raise PluginError(
+                f"the checkpoint has no parameter {name}, which its own model config implies: it is "
+                "partial or was edited; export the checkpoint fairseq-train wrote"
+            )
         return self.sd[name].detach().float()
 
     def numpy(self, t: Tensor) -> np.ndarray:
@@ -115,15 +118,21 @@ def _positions(w: _Weights, cfg: TransformerConfig, side: str, n: int) -> np.nda
 def check_expressible(cfg: TransformerConfig) -> None:
     """Refuse, in one line, the options CTranslate2's TransformerSpec cannot compute exactly."""
     if cfg.attention_window is not None:
-        raise PluginError(f"--attention-window {cfg.attention_window} (restricted self-attention) has no equivalent in "
-                          "CTranslate2's encoder-decoder model: translate this model with fairseq-generate")
+        raise PluginError(
+            f"--attention-window {cfg.attention_window} (restricted self-attention) has no equivalent in "
+            "CTranslate2's encoder-decoder model: translate this model with fairseq-generate"
+        )
     if cfg.relative_positions is not None and not cfg.no_absolute_positions:
-        raise PluginError(f"--relative-positions {cfg.relative_positions} with the sinusoids: CTranslate2 uses "
-                          "relative positions only without a position table; export a model trained with "
-                          "--no-absolute-positions, or translate this one with fairseq-generate")
+        raise PluginError(
+            f"--relative-positions {cfg.relative_positions} with the sinusoids: CTranslate2 uses "
+            "relative positions only without a position table; export a model trained with "
+            "--no-absolute-positions, or translate this one with fairseq-generate"
+        )
     if cfg.no_absolute_positions and cfg.relative_positions is None:
-        raise PluginError("--no-absolute-positions without --relative-positions: CTranslate2 always adds positions "
-                          "unless relative ones replace them; translate this model with fairseq-generate")
+        raise PluginError(
+            "--no-absolute-positions without --relative-positions: CTranslate2 always adds positions "
+            "unless relative ones replace them; translate this model with fairseq-generate"
+        )
 
 
 def build_spec(cfg: TransformerConfig, sd: Dict[str, Tensor], src_dict, tgt_dict):
@@ -133,12 +142,16 @@ def build_spec(cfg: TransformerConfig, sd: Dict[str, Tensor], src_dict, tgt_dict
     check_dictionaries(sd, src_dict, tgt_dict)
     head_dim = None if w.D * cfg.heads == cfg.d_model else w.D
     relative = cfg.relative_positions is not None  # then the spec has no position table
-    encoder = transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.heads, pre_norm=cfg.pre_norm,
-                                                      head_dim=head_dim, relative_position=relative)
-    decoder = transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.heads, pre_norm=cfg.pre_norm,
-                                                      head_dim=head_dim, relative_position=relative)
-    for spec, side, n in ((encoder, "encoder", cfg.max_source_positions),
-                          (decoder, "decoder", cfg.max_target_positions)):
+    encoder = transformer_spec.TransformerEncoderSpec(
+        cfg.encoder_layers, cfg.heads, pre_norm=cfg.pre_norm, head_dim=head_dim, relative_position=relative
+    )
+    decoder = transformer_spec.TransformerDecoderSpec(
+        cfg.decoder_layers, cfg.heads, pre_norm=cfg.pre_norm, head_dim=head_dim, relative_position=relative
+    )
+    for spec, side, n in (
+        (encoder, "encoder", cfg.max_source_positions),
+        (decoder, "decoder", cfg.max_target_positions),
+    ):
         emb = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
         emb.weight = w.numpy(w.get(f"{side}.embed.tokens.weight"))
         spec.scale_embeddings = True  # x sqrt(d_model), section 3.4
@@ -188,8 +201,12 @@ class AttnOnlyConverter(Converter):
 
 def model_info(cfg: TransformerConfig, quantization: Optional[str] = None) -> dict:
     """INFO_FILE's content: the longest source and target the position tables hold."""
-    return {"model": MODEL_NAME, "max_source_positions": cfg.max_source_positions,
-            "max_target_positions": cfg.max_target_positions, "quantization": quantization or "float32"}
+    return {
+        "model": MODEL_NAME,
+        "max_source_positions": cfg.max_source_positions,
+        "max_target_positions": cfg.max_target_positions,
+        "quantization": quantization or "float32",
+    }
 
 
 def save_spec(spec, out, quantization: Optional[str] = None, force: bool = False, info: Optional[dict] = None) -> Path:
@@ -206,6 +223,7 @@ def save_spec(spec, out, quantization: Optional[str] = None, force: bool = False
         spec.save(str(tmp))
         if info is not None:
             (tmp / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
+
     return write_folder(out, force, fill)
 
 

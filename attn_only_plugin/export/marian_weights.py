@@ -22,6 +22,7 @@ divides by sqrt(d_model/h), is folded into W^Q and its bias. Wider heads do not 
 Tensor layout: weights as torch keeps them, (out_features, in_features); per-head rows of a
 projection are head-major, (h, d, d_model) flattened, as Marian splits them.
 """
+
 import math
 from typing import Dict
 
@@ -51,8 +52,10 @@ class MarianWeights:
 
     def get(self, name: str) -> Tensor:
         if name not in self.sd:
-            raise PluginError(f"the checkpoint has no parameter {name}, which its own model config implies: it is "
-                              "partial or was edited; export the checkpoint fairseq-train wrote")
+            raise PluginError(
+                f"the checkpoint has no parameter {name}, which its own model config implies: it is "
+                "partial or was edited; export the checkpoint fairseq-train wrote"
+            )
         return self.sd[name].detach().float().clone()
 
     def norm(self, ours: str, theirs: str):

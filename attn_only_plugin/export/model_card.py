@@ -6,19 +6,35 @@ fairseq stores the configuration of a run, not its command line: the card recons
 fairseq-train flags from it (the model's settings that differ from its --arch preset, the task's,
 and the recorded criterion, optimizer, schedule, batch and seed settings) and says so.
 """
+
 from typing import Optional
 
 from .common import Checkpoint
 
-PAPER = ("Ashish Vaswani, Noam Shazeer, Niki Parmar, Jakob Uszkoreit, Llion Jones, Aidan N. Gomez, Lukasz "
-         "Kaiser, Illia Polosukhin. Attention Is All You Need. NeurIPS 2017. https://arxiv.org/abs/1706.03762")
+PAPER = (
+    "Ashish Vaswani, Noam Shazeer, Niki Parmar, Jakob Uszkoreit, Llion Jones, Aidan N. Gomez, Lukasz "
+    "Kaiser, Illia Polosukhin. Attention Is All You Need. NeurIPS 2017. https://arxiv.org/abs/1706.03762"
+)
 # (section of fairseq's cfg, its keys worth a flag); model: every field of ours that is set
-SECTIONS = (("criterion", ("label_smoothing",)), ("optimizer", ("adam_betas", "adam_eps", "weight_decay")),
-            ("lr_scheduler", ("warmup_updates", "lr_multiplier", "warmup_init_lr")),
-            ("optimization", ("max_update", "max_epoch", "lr", "update_freq", "clip_norm")),
-            ("dataset", ("max_tokens", "batch_size")), ("common", ("seed", "fp16", "bf16")))
-SKIP_MODEL = {"_name", "arch", "encoder_layers_to_keep", "decoder_layers_to_keep", "checkpoint_activations",
-              "offload_activations", "alignment_layer", "max_source_positions", "max_target_positions"}
+SECTIONS = (
+    ("criterion", ("label_smoothing",)),
+    ("optimizer", ("adam_betas", "adam_eps", "weight_decay")),
+    ("lr_scheduler", ("warmup_updates", "lr_multiplier", "warmup_init_lr")),
+    ("optimization", ("max_update", "max_epoch", "lr", "update_freq", "clip_norm")),
+    ("dataset", ("max_tokens", "batch_size")),
+    ("common", ("seed", "fp16", "bf16")),
+)
+SKIP_MODEL = {
+    "_name",
+    "arch",
+    "encoder_layers_to_keep",
+    "decoder_layers_to_keep",
+    "checkpoint_activations",
+    "offload_activations",
+    "alignment_layer",
+    "max_source_positions",
+    "max_target_positions",
+}
 
 
 def _get(section, key):
@@ -43,6 +59,7 @@ def _preset(arch: str):
     from fairseq.models import ARCH_CONFIG_REGISTRY
 
     from ..models.transformer import full_config
+
     args = Namespace()
     ARCH_CONFIG_REGISTRY[arch](args)
     return full_config(args)
@@ -53,12 +70,17 @@ def training_command(cfg) -> str:
     model, task = _get(cfg, "model") or {}, _get(cfg, "task") or {}
     arch = _get(model, "_name") or _get(model, "arch")
     defaults = _preset(arch)
-    flags = ["fairseq-train", str(_get(task, "data") or "DATA_BIN"), "--user-dir attn_only_plugin",
-             f"--arch {arch}", f"--task {_get(task, '_name')}"]
+    flags = [
+        "fairseq-train",
+        str(_get(task, "data") or "DATA_BIN"),
+        "--user-dir attn_only_plugin",
+        f"--arch {arch}",
+        f"--task {_get(task, '_name')}",
+    ]
     for key in ("source_lang", "target_lang"):
         if _get(task, key):
             flags.append(_flag(key, _get(task, key)))
-    for key, value in (model.items() if isinstance(model, dict) else vars(model).items()):
+    for key, value in model.items() if isinstance(model, dict) else vars(model).items():
         if key not in SKIP_MODEL and hasattr(defaults, key) and value is not None and value != getattr(defaults, key):
             flags.append(_flag(key, value))
     for section, keys in SECTIONS:
@@ -72,11 +94,13 @@ def training_command(cfg) -> str:
 def _sizes(read: Checkpoint) -> str:
     c = read.cfg
     head = c.d_model // c.heads
-    return (f"N = {c.encoder_layers} encoder and {c.decoder_layers} decoder layers, d_model = {c.d_model}, "
-            f"d_ff = {c.d_ff}, h = {c.heads}, d_k = {c.d_k or head}, d_v = {c.d_v or head}; post-norm, "
-            f"section 3.5's sinusoids; embeddings shared: {c.embedding_sharing} (section 3.4); "
-            f"vocabulary {len(read.src_dict)} source, {len(read.tgt_dict)} target entries; "
-            f"at most {c.max_source_positions} source and {c.max_target_positions} target tokens")
+    return (
+        f"N = {c.encoder_layers} encoder and {c.decoder_layers} decoder layers, d_model = {c.d_model}, "
+        f"d_ff = {c.d_ff}, h = {c.heads}, d_k = {c.d_k or head}, d_v = {c.d_v or head}; post-norm, "
+        f"section 3.5's sinusoids; embeddings shared: {c.embedding_sharing} (section 3.4); "
+        f"vocabulary {len(read.src_dict)} source, {len(read.tgt_dict)} target entries; "
+        f"at most {c.max_source_positions} source and {c.max_target_positions} target tokens"
+    )
 
 
 def model_card(read: Checkpoint, checkpoint_name: str, bleu: Optional[str] = None) -> str:
@@ -84,8 +108,11 @@ def model_card(read: Checkpoint, checkpoint_name: str, bleu: Optional[str] = Non
     state, cfg = read.state, read.state.get("cfg") or {"model": read.state.get("args")}
     history = state.get("optimizer_history") or [{}]
     updates = history[-1].get("num_updates", "?")
-    evaluation = (f"As given at export time (`--bleu`):\n\n    {bleu.strip()}" if bleu else
-                  "No score was given at export time (scripts/export_transformers.py --bleu).")
+    evaluation = (
+        f"As given at export time (`--bleu`):\n\n    {bleu.strip()}"
+        if bleu
+        else "No score was given at export time (scripts/export_transformers.py --bleu)."
+    )
     return f"""---
 library_name: transformers
 pipeline_tag: translation

@@ -10,6 +10,7 @@ check_output: the one rule for every command that writes (scripts, exports): an 
 be, contain, or lie inside any of its inputs, and an existing output is replaced only with --force.
 same_file / input_written_over compare two paths as files, not names.
 """
+
 import contextlib
 import os
 import tempfile
@@ -38,8 +39,9 @@ def atomic_output(path, mode: str = "wb", tmp_path=None, **open_kwargs):
     if not os.path.isdir(folder):
         raise PluginError(f"the folder of {path} does not exist: create it first, or choose another path")
     if tmp_path is None:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                   prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(
+            dir=os.path.dirname(os.path.abspath(path)), prefix=f".{os.path.basename(path)}.", suffix=".tmp"
+        )
         f = os.fdopen(fd, mode, **open_kwargs)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600
     else:
@@ -96,7 +98,9 @@ def check_output(output, inputs, force: bool = False, flag: str = "--out") -> No
             problem = "lies inside the input"
         else:
             continue
-        raise PluginError(f"{flag} {output} {problem} {given}: writing it would destroy or change that input, "
-                          f"--force or not; give {flag} a path outside every input")
+        raise PluginError(
+            f"{flag} {output} {problem} {given}: writing it would destroy or change that input, "
+            f"--force or not; give {flag} a path outside every input"
+        )
     if os.path.lexists(output) and not force:
         raise PluginError(f"{flag} {output} already exists: pass --force to replace it, or choose another {flag}")

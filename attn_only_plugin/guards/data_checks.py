@@ -12,6 +12,7 @@ naming the file or flag and what to do:
 4. --beam below 1 (a ZeroDivisionError inside the decoder) and --update-freq below 1 (a
    ZeroDivisionError in fairseq's iterator).
 """
+
 import functools
 import os
 import struct
@@ -54,8 +55,11 @@ def _checked_add_from_file(original):
             problem = dictionary_problem(f) if isinstance(f, str) and os.path.isfile(f) else None
             if problem is None:
                 raise
-            raise PluginError(f"dictionary {f} is malformed: {problem}; {REBUILD} (it writes one "
-                              "'<token> <count>' line per distinct token)") from e
+            raise PluginError(
+                f"dictionary {f} is malformed: {problem}; {REBUILD} (it writes one "
+                "'<token> <count>' line per distinct token)"
+            ) from e
+
     return add_from_file
 
 
@@ -77,41 +81,51 @@ def check_indexed_pair(prefix: str) -> None:
             raise PluginError(f"{idx} is truncated ({idx_size} bytes, not even a header): {REBUILD}")
         (n,) = struct.unpack("<Q", header[18:26])
         if idx_size < _HEADER + 12 * n:
-            raise PluginError(f"{idx} is truncated: {idx_size} bytes for {n} sentences, which take "
-                              f"{_HEADER + 12 * n}: {REBUILD}")
+            raise PluginError(
+                f"{idx} is truncated: {idx_size} bytes for {n} sentences, which take {_HEADER + 12 * n}: {REBUILD}"
+            )
         import numpy as np
         from fairseq.data.indexed_dataset import _code_to_dtype
+
         if header[17] not in _code_to_dtype:
             raise PluginError(f"{idx} is corrupt (unknown element type {header[17]}): {REBUILD}")
         itemsize = np.dtype(_code_to_dtype[header[17]]).itemsize
         sizes = np.frombuffer(f.read(4 * n), dtype=np.int32)
         pointers = np.frombuffer(f.read(8 * n), dtype=np.int64)
     if n == 0:
-        raise PluginError(f"{prefix}.idx/.bin hold no sentences: the text given to fairseq-preprocess for "
-                          f"{os.path.basename(prefix)} was empty; give it a non-empty file")
+        raise PluginError(
+            f"{prefix}.idx/.bin hold no sentences: the text given to fairseq-preprocess for "
+            f"{os.path.basename(prefix)} was empty; give it a non-empty file"
+        )
     expected = int(pointers[-1]) + int(sizes[-1]) * itemsize
     if bin_size != expected:
-        raise PluginError(f"{bin_} holds {bin_size} bytes but {idx} describes {n} sentences in {expected}: the "
-                          ".bin is truncated or its .idx comes from another fairseq-preprocess run; " + REBUILD)
+        raise PluginError(
+            f"{bin_} holds {bin_size} bytes but {idx} describes {n} sentences in {expected}: the "
+            ".bin is truncated or its .idx comes from another fairseq-preprocess run; " + REBUILD
+        )
 
 
 def _checked_read(original):
     """MMapIndexedDataset._do_init or IndexedDataset.read_index (an empty .idx makes fairseq take
     the legacy format), checking the pair first."""
+
     @functools.wraps(original)
     def read(self, path):
         check_indexed_pair(path)
         return original(self, path)
+
     return read
 
 
 def _quiet_del(original):
     """MMapIndexedDataset.__del__ that does nothing for an object whose files were never opened
     (fairseq's raises an AttributeError about _bin_buffer_mmap, printed as a second error)."""
+
     @functools.wraps(original)
     def __del__(self):
         if "_bin_buffer_mmap" in vars(self):
             original(self)
+
     return __del__
 
 
@@ -129,10 +143,13 @@ def _checked_pair_init(original):
     @functools.wraps(original)
     def __init__(self, src, src_sizes, src_dict, tgt=None, *args, **kwargs):
         if tgt is not None and len(src) != len(tgt):
-            raise PluginError(f"source {_file_of(src) or 'data'} holds {len(src)} sentences but target "
-                              f"{_file_of(tgt) or 'data'} holds {len(tgt)}: a split's two sides must be "
-                              "aligned line by line; fix the text files and rerun fairseq-preprocess")
+            raise PluginError(
+                f"source {_file_of(src) or 'data'} holds {len(src)} sentences but target "
+                f"{_file_of(tgt) or 'data'} holds {len(tgt)}: a split's two sides must be "
+                "aligned line by line; fix the text files and rerun fairseq-preprocess"
+            )
         return original(self, src, src_sizes, src_dict, tgt, *args, **kwargs)
+
     return __init__
 
 
@@ -149,6 +166,7 @@ def _checked_trainer_init(original):
     def __init__(self, cfg, *args, **kwargs):
         check_flags(cfg)
         return original(self, cfg, *args, **kwargs)
+
     return __init__
 
 
@@ -159,6 +177,7 @@ def _checked_build_generator(original):
         if beam is not None and beam < 1:
             raise PluginError(f"--beam must be >= 1, got {beam} (1 is greedy decoding; the paper uses 4)")
         return original(self, models, args, *rest, **kwargs)
+
     return build_generator
 
 
@@ -168,6 +187,7 @@ def install() -> None:
     from fairseq.data.indexed_dataset import IndexedDataset, MMapIndexedDataset
     from fairseq.tasks import FairseqTask
     from fairseq.trainer import Trainer
+
     wrap_once(Dictionary, "add_from_file", _checked_add_from_file)
     wrap_once(MMapIndexedDataset, "_do_init", _checked_read)
     wrap_once(IndexedDataset, "read_index", _checked_read)

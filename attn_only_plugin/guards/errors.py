@@ -15,6 +15,7 @@ ATTN_ONLY_TRACEBACK=1 for the traceback and report it". Ctrl-C (KeyboardInterrup
 is one line too (exit status 130); interactive Python sessions keep Python's own handling.
 Set ATTN_ONLY_TRACEBACK=1 to see the full traceback.
 """
+
 import os
 import sys
 
@@ -31,12 +32,12 @@ _FAIRSEQ_INPUT_ERRORS = {
     "Size of sample #": "",
     "Must specify batch size either with --max-tokens or --batch-size": "",
     "Model file not found: ": "give --path a checkpoint that exists (fairseq-train writes checkpoint_best.pt "
-                              "and checkpoint_last.pt into --save-dir)",
+    "and checkpoint_last.pt into --save-dir)",
     "Dataset not found: ": "fairseq-preprocess wrote no such split into that folder; give it --trainpref/--validpref/"
-                           "--testpref, or choose an existing split with --valid-subset / --gen-subset",
+    "--testpref, or choose an existing split with --valid-subset / --gen-subset",
     "Optimizer does not match; ": "the checkpoint's Adam moments are another optimizer's (the recipes use "
-                                  "paper_adam since 2026-11-24): resume with its --optimizer, or keep the weights "
-                                  "and start new moments with --reset-optimizer",
+    "paper_adam since 2026-11-24): resume with its --optimizer, or keep the weights "
+    "and start new moments with --reset-optimizer",
 }
 
 
@@ -88,8 +89,10 @@ def one_line(exc) -> str:
     return f"{type(exc).__name__}" + (f": {first}" if first else "") + f"; {UNEXPECTED}"
 
 
-INTERRUPTED = ("interrupted (Ctrl-C): what was being written was not kept, earlier outputs are as they were; run "
-               "the same command again (fairseq-train resumes from its last checkpoint)")
+INTERRUPTED = (
+    "interrupted (Ctrl-C): what was being written was not kept, earlier outputs are as they were; run "
+    "the same command again (fairseq-train resumes from its last checkpoint)"
+)
 
 
 def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):

@@ -7,28 +7,46 @@ that fairseq reports without naming the file or flag is checked where it is read
 input_checks.py, save_dir.py). find_in_chain, which both use, is here: errors.py imports this
 module, never the other way round.
 """
+
 import errno
 import re
 
-NO_GPU = ("this machine has no usable CUDA GPU: drop --fp16/--bf16/--amp and pass --cpu to fairseq's "
-          "commands, or device='cpu' to attn_only_plugin.load")
+NO_GPU = (
+    "this machine has no usable CUDA GPU: drop --fp16/--bf16/--amp and pass --cpu to fairseq's "
+    "commands, or device='cpu' to attn_only_plugin.load"
+)
 
 # (pattern of the message, what to say: may use the pattern's groups)
 _MESSAGES = [
-    (r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
-     r"|CUDA driver initialization failed", lambda m: NO_GPU),
-    (r"Sentences lengths should not exceed max_tokens=(\d+)",
-     lambda m: f"a sentence is longer than --max-tokens {m[1]} tokens: raise --max-tokens to at least the longest "
-               "sentence (in tokens, </s> included), or leave such sentences out with "
-               "--skip-invalid-size-inputs-valid-test"),
-    (r"world size is (\d+) but have (\d+) available devices",
-     lambda m: f"--distributed-world-size {m[1]} asks fairseq to start {m[1]} processes, one per GPU, and this machine "
-               f"has {m[2]}: on CPUs launch one process per rank with torchrun (docs/reliability.md, Distributed "
-               "training), or lower --distributed-world-size"),
-    (r"The dataset is empty\. This could indicate that all elements in the dataset have been skipped",
-     lambda m: "no batch left to train on: every training sentence was skipped as longer than --max-tokens or the "
-               "model's --max-source-positions/--max-target-positions; raise --max-tokens (and the positions) above "
-               "the longest sentence"),
+    (
+        r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
+        r"|CUDA driver initialization failed",
+        lambda m: NO_GPU,
+    ),
+    (
+        r"Sentences lengths should not exceed max_tokens=(\d+)",
+        lambda m: (
+            f"a sentence is longer than --max-tokens {m[1]} tokens: raise --max-tokens to at least the longest "
+            "sentence (in tokens, </s> included), or leave such sentences out with "
+            "--skip-invalid-size-inputs-valid-test"
+        ),
+    ),
+    (
+        r"world size is (\d+) but have (\d+) available devices",
+        lambda m: (
+            f"--distributed-world-size {m[1]} asks fairseq to start {m[1]} processes, one per GPU, and this machine "
+            f"has {m[2]}: on CPUs launch one process per rank with torchrun (docs/reliability.md, Distributed "
+            "training), or lower --distributed-world-size"
+        ),
+    ),
+    (
+        r"The dataset is empty\. This could indicate that all elements in the dataset have been skipped",
+        lambda m: (
+            "no batch left to train on: every training sentence was skipped as longer than --max-tokens or the "
+            "model's --max-source-positions/--max-target-positions; raise --max-tokens (and the positions) above "
+            "the longest sentence"
+        ),
+    ),
 ]
 
 # errno -> what to do about a path the system refused
@@ -69,8 +87,10 @@ def _config_error(exc):
     """omegaconf's error for a config key that is not a field (a misspelt key in a hydra YAML
     config or override), as one line."""
     first = (str(exc).strip().splitlines() or [""])[0]
-    return (f"config: {first}: check the key's spelling in the YAML config (--config-dir/--config-name) or "
-            "the command-line override")
+    return (
+        f"config: {first}: check the key's spelling in the YAML config (--config-dir/--config-name) or "
+        "the command-line override"
+    )
 
 
 def _raised_in(exc, function: str) -> bool:
@@ -85,10 +105,13 @@ def _raised_in(exc, function: str) -> bool:
 def explain(exc):
     """One line for exc (or an exception in its chain), or None."""
     if isinstance(exc, KeyError) and exc.args == (None,) and _raised_in(exc, "parse_args_and_arch"):
-        return ("no --task given (fairseq-validate has no default task): add --task translation, or the task the "
-                "model was trained with")
-    found = find_in_chain(exc, lambda e: type(e).__name__ == "ConfigKeyError"
-                          and type(e).__module__.startswith("omegaconf"))
+        return (
+            "no --task given (fairseq-validate has no default task): add --task translation, or the task the "
+            "model was trained with"
+        )
+    found = find_in_chain(
+        exc, lambda e: type(e).__name__ == "ConfigKeyError" and type(e).__module__.startswith("omegaconf")
+    )
     if found is not None:
         return _config_error(found)
     for pattern, say in _MESSAGES:

@@ -9,6 +9,7 @@ and bidirectional text need them. Used by fairseq-interactive's input check (inp
 the Python API (hub.py) and scripts/spm_prepare.py; imports nothing, so a script can load this
 file alone.
 """
+
 import unicodedata
 
 BOM = "\ufeff"  # at the very start of a file it is an encoding mark, not text: strip it there (strip_bom)

@@ -14,6 +14,7 @@ Installed into fairseq when the plugin is imported (any fairseq CLI given --user
    longer finite when there is one (a checkpoint that is not finite is refused when it is loaded:
    safe_load.py).
 """
+
 import contextlib
 import fileinput
 import functools
@@ -41,42 +42,51 @@ def check_data_dir(data, source_lang=None, target_lang=None, pair_fix: str = PAI
     do when the pair cannot be inferred (a command without --source-lang says its own remedy)."""
     from fairseq import utils
     from fairseq.data.data_utils import infer_language_pair
+
     paths = utils.split_paths(data) if data else []
     if not paths or not paths[0]:
-        raise PluginError("no data directory given: pass the --destdir of fairseq-preprocess "
-                          "(fairseq's first argument; data= in attn_only_plugin.load)")
+        raise PluginError(
+            "no data directory given: pass the --destdir of fairseq-preprocess "
+            "(fairseq's first argument; data= in attn_only_plugin.load)"
+        )
     first = paths[0]
     if "://" in first:  # a remote path fairseq's PathManager handles: leave it to fairseq
         return
     if os.path.exists(first) and not os.path.isdir(first):
-        raise PluginError(f"data directory {first} is a file, not a folder: give the --destdir folder that "
-                          "fairseq-preprocess wrote")
+        raise PluginError(
+            f"data directory {first} is a file, not a folder: give the --destdir folder that fairseq-preprocess wrote"
+        )
     if not os.path.isdir(first):
         raise PluginError(f"data directory {first} does not exist: give the --destdir that fairseq-preprocess wrote")
     dicts = sorted(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(first), "dict.*.txt")))
     if not dicts:
-        raise PluginError(f"{first} holds no fairseq-preprocess output (no dict.*.txt): run fairseq-preprocess "
-                          f"--destdir {first} first, or give the folder it wrote")
+        raise PluginError(
+            f"{first} holds no fairseq-preprocess output (no dict.*.txt): run fairseq-preprocess "
+            f"--destdir {first} first, or give the folder it wrote"
+        )
     for flag, lang in (("--source-lang", source_lang), ("--target-lang", target_lang)):
         if lang is not None and not os.path.isfile(os.path.join(first, f"dict.{lang}.txt")):
             raise PluginError(f"no dict.{lang}.txt in {first} (it has {', '.join(dicts)}): check {flag}")
     if (source_lang is None or target_lang is None) and infer_language_pair(first) == (None, None):
-        raise PluginError(f"cannot tell the language pair of {first} (no SPLIT.SRC-TGT.* data beside "
-                          f"{', '.join(dicts)}): {pair_fix}")
+        raise PluginError(
+            f"cannot tell the language pair of {first} (no SPLIT.SRC-TGT.* data beside {', '.join(dicts)}): {pair_fix}"
+        )
 
 
 def check_spm_matches_dictionary(sp, dictionary, model_path, dict_name="the dictionary") -> None:
     """Raise a PluginError if fewer than SPM_MIN_COVERAGE of the dictionary's entries are pieces
     of the sentencepiece model `sp` (a SentencePieceProcessor)."""
-    symbols = [s for s in dictionary.symbols[dictionary.nspecial:] if not s.startswith("madeupword")]
+    symbols = [s for s in dictionary.symbols[dictionary.nspecial :] if not s.startswith("madeupword")]
     if not symbols:
         return
     unk = sp.unk_id()
     foreign = [s for s in symbols if sp.piece_to_id(s) == unk]
     if len(symbols) - len(foreign) < SPM_MIN_COVERAGE * len(symbols):
-        raise PluginError(f"sentencepiece model {model_path} does not match {dict_name}: {len(foreign)} of the "
-                          f"dictionary's {len(symbols)} entries (e.g. {foreign[0]!r}) are not pieces of the model; "
-                          "give the spm.model that prepared this data (spm_prepare.py --out)")
+        raise PluginError(
+            f"sentencepiece model {model_path} does not match {dict_name}: {len(foreign)} of the "
+            f"dictionary's {len(symbols)} entries (e.g. {foreign[0]!r}) are not pieces of the model; "
+            "give the spm.model that prepared this data (spm_prepare.py --out)"
+        )
 
 
 def _decoded(raw, n: int) -> str:
@@ -91,13 +101,17 @@ def _decoded(raw, n: int) -> str:
             try:
                 raw = raw.encode("utf-8", "surrogateescape")
             except UnicodeEncodeError:
-                raise PluginError(f"input line {n} is not valid text (a lone surrogate, U+{ord(raw[e.start]):04X} at "
-                                  f"column {e.start + 1}): give UTF-8 text") from None
+                raise PluginError(
+                    f"input line {n} is not valid text (a lone surrogate, U+{ord(raw[e.start]):04X} at "
+                    f"column {e.start + 1}): give UTF-8 text"
+                ) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise PluginError(f"input line {n} is not UTF-8 text (byte 0x{raw[e.start]:02x} at byte {e.start}): "
-                          "convert the input to UTF-8 first, e.g. iconv -f latin1 -t utf-8") from None
+        raise PluginError(
+            f"input line {n} is not UTF-8 text (byte 0x{raw[e.start]:02x} at byte {e.start}): "
+            "convert the input to UTF-8 first, e.g. iconv -f latin1 -t utf-8"
+        ) from None
 
 
 def read_input_lines(input, buffer_size):
@@ -108,13 +122,17 @@ def read_input_lines(input, buffer_size):
         for n, raw in enumerate(h, 1):
             line = strip_bom(_decoded(raw, n), n == 1).strip()
             if not line:
-                raise PluginError(f"input line {n} is empty or whitespace only: remove empty lines before "
-                                  "translating, e.g. grep -v '^[[:space:]]*$'")
+                raise PluginError(
+                    f"input line {n} is empty or whitespace only: remove empty lines before "
+                    "translating, e.g. grep -v '^[[:space:]]*$'"
+                )
             hidden = find_hidden(line)
             if hidden:
-                raise PluginError(f"input line {n} holds an invisible character, {hidden[1]} at column {hidden[0]}, "
-                                  f"which would be translated as part of a word: remove it first, e.g. "
-                                  f"{REMOVE.replace(' -i', '').replace('FILE', '')}< input")
+                raise PluginError(
+                    f"input line {n} holds an invisible character, {hidden[1]} at column {hidden[0]}, "
+                    f"which would be translated as part of a word: remove it first, e.g. "
+                    f"{REMOVE.replace(' -i', '').replace('FILE', '')}< input"
+                )
             buffer.append(line)
             if len(buffer) >= buffer_size:
                 yield buffer
@@ -128,6 +146,7 @@ def _checked_setup_task(original):
     def setup_task(cls, cfg, **kwargs):
         check_data_dir(getattr(cfg, "data", None), getattr(cfg, "source_lang", None), getattr(cfg, "target_lang", None))
         return original.__func__(cls, cfg, **kwargs)
+
     return classmethod(setup_task)
 
 
@@ -149,6 +168,7 @@ def _checked_spm_init(original):
     def __init__(self, cfg):
         with reading_sentencepiece(getattr(cfg, "sentencepiece_model", None), "--sentencepiece-model"):
             original(self, cfg)
+
     return __init__
 
 
@@ -159,9 +179,11 @@ def _checked_build_bpe(original):
         sp = getattr(bpe, "sp", None)
         dictionary = getattr(self, "source_dictionary", None)
         if sp is not None and dictionary is not None and hasattr(sp, "piece_to_id"):
-            check_spm_matches_dictionary(sp, dictionary, getattr(args, "sentencepiece_model", "?"),
-                                         "the source dictionary")
+            check_spm_matches_dictionary(
+                sp, dictionary, getattr(args, "sentencepiece_model", "?"), "the source dictionary"
+            )
         return bpe
+
     return build_bpe
 
 
@@ -199,6 +221,7 @@ def _checked_train_step(original):
                     f"by name: give --restore-file an earlier checkpoint_E_U.pt; the failing state is in {crash})"
                 ) from caught
             raise PluginError(f"training stopped at update {update}: {first}") from caught
+
     return train_step
 
 

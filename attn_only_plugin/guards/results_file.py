@@ -10,6 +10,7 @@ earlier generate-<subset>.txt is left as it was; after a SIGKILL, which nothing 
 partial file is left under the name that says it is incomplete. Ctrl-C ends in one line,
 `error: interrupted: ...` (with or without --results-path), instead of a KeyboardInterrupt traceback.
 """
+
 import functools
 import os
 import shutil
@@ -21,8 +22,10 @@ INCOMPLETE = ".incomplete"
 
 
 def _interrupted(subset: str, what: str) -> PluginError:
-    return PluginError(f"interrupted: fairseq-generate stopped before the end of '{subset}', so {what}: run it again "
-                       f"to translate the whole set")
+    return PluginError(
+        f"interrupted: fairseq-generate stopped before the end of '{subset}', so {what}: run it again "
+        f"to translate the whole set"
+    )
 
 
 def _publish(partial_dir: str, name: str, final: str) -> None:
@@ -44,8 +47,9 @@ def generate_to_results(main, cfg):
     if os.path.isdir(final) or os.path.exists(folder) and not os.path.isdir(folder):
         # found only after translating everything, where the move over it failed
         what = f"{final} is a folder" if os.path.isdir(final) else f"--results-path {folder} is a file"
-        raise PluginError(f"{what}, so the results cannot be written there: move it away, or give another "
-                          "--results-path")
+        raise PluginError(
+            f"{what}, so the results cannot be written there: move it away, or give another --results-path"
+        )
     cfg.common_eval.results_path = partial_dir  # fairseq writes partial_dir/generate-<subset>.txt
     try:
         result = main(cfg)
@@ -63,10 +67,12 @@ def generate_to_results(main, cfg):
 
 def whole_results(main):
     """Wrap fairseq_cli.generate.main: results written whole or not at all, Ctrl-C as one line."""
+
     @functools.wraps(main)
     def wrapper(cfg):
         if isinstance(cfg, Namespace):
             from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
             cfg = convert_namespace_to_omegaconf(cfg)
         if cfg.common_eval.results_path is not None:
             return generate_to_results(main, cfg)

@@ -16,6 +16,7 @@ those PluginErrors, and to refuse a checkpoint whose weights hold NaN or inf (`n
 the file and the tensor: training from it stops at the first update whatever the learning rate,
 and decoding with it gives nothing.
 """
+
 import argparse
 import functools
 import os
@@ -48,6 +49,7 @@ def _fairseq_enums():
     from enum import Enum
 
     from fairseq.dataclass import constants
+
     return [v for v in vars(constants).values() if isinstance(v, type) and issubclass(v, Enum) and v is not Enum]
 
 
@@ -59,6 +61,7 @@ def allowed_globals():
 def refused_error(path, exc: BaseException):
     """The PluginError for a checkpoint torch's safe unpickler refused, or None if `exc` is not that."""
     from .errors import PluginError
+
     text = str(exc)
     if not isinstance(exc, pickle.UnpicklingError) or "Weights only load failed" not in text:
         return None
@@ -66,9 +69,11 @@ def refused_error(path, exc: BaseException):
     if not found:  # not a refused class but a broken pickle (e.g. "Unsupported operand"): unreadable
         return None
     what = found.group(1)
-    return PluginError(f"refused to load untrusted checkpoint {path}: it holds {what}, which is not a tensor or "
-                       "one of the plain types fairseq writes, and unpickling it could run code; load only "
-                       "checkpoints from a source you trust")
+    return PluginError(
+        f"refused to load untrusted checkpoint {path}: it holds {what}, which is not a tensor or "
+        "one of the plain types fairseq writes, and unpickling it could run code; load only "
+        "checkpoints from a source you trust"
+    )
 
 
 # the first bytes of torch's legacy (non-zip) format: a pickle (protocol 2) of its magic number
@@ -98,12 +103,17 @@ def unreadable_error(path, exc: BaseException):
     """The PluginError for a checkpoint file torch.load could not read (truncated, corrupt, not a
     checkpoint): one line with torch's first line of explanation, or what the file is instead."""
     from .errors import PluginError
+
     kind = other_format(path)
     if kind is not None:
-        return PluginError(f"{path} is not a checkpoint but {kind}: give a checkpoint that fairseq-train wrote "
-                           "(checkpoint_best.pt, checkpoint_last.pt, checkpoint_E_U.pt in its --save-dir)")
-    return PluginError(f"cannot read checkpoint {path}: it is corrupt or truncated ({_reason(path, exc)}); copy it "
-                       "again, or use another checkpoint (checkpoint_best.pt, an earlier checkpoint_E_U.pt)")
+        return PluginError(
+            f"{path} is not a checkpoint but {kind}: give a checkpoint that fairseq-train wrote "
+            "(checkpoint_best.pt, checkpoint_last.pt, checkpoint_E_U.pt in its --save-dir)"
+        )
+    return PluginError(
+        f"cannot read checkpoint {path}: it is corrupt or truncated ({_reason(path, exc)}); copy it "
+        "again, or use another checkpoint (checkpoint_best.pt, an earlier checkpoint_E_U.pt)"
+    )
 
 
 def _reason(path, exc: BaseException) -> str:
@@ -146,6 +156,7 @@ def structure_error(path, state):
     """The PluginError for a file that torch reads but that is not a fairseq checkpoint (a dict
     with a 'model' state dict), or None when it is one."""
     from .errors import PluginError
+
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         return None
     if isinstance(state, dict):
@@ -155,8 +166,10 @@ def structure_error(path, state):
         kind = type(state)
         package = "" if kind.__module__ == "builtins" else kind.__module__.split(".")[0] + "."
         what = f"a {package}{kind.__name__}"
-    return PluginError(f"{path} is not a fairseq checkpoint ({what}): give a checkpoint that fairseq-train wrote "
-                       "(checkpoint_best.pt, checkpoint_last.pt, checkpoint_E_U.pt in its --save-dir)")
+    return PluginError(
+        f"{path} is not a fairseq checkpoint ({what}): give a checkpoint that fairseq-train wrote "
+        "(checkpoint_best.pt, checkpoint_last.pt, checkpoint_E_U.pt in its --save-dir)"
+    )
 
 
 def _not_a_checkpoint(path):
@@ -180,11 +193,14 @@ def non_finite(tensors: dict):
 def non_finite_error(path, found):
     """The PluginError for checkpoint `path` whose tensor non_finite() found."""
     from .errors import PluginError
+
     name, bad, total = found
-    return PluginError(f"checkpoint {path} holds non-finite weights: {name} has {bad} NaN/inf of its {total} values, "
-                       "so training from it stops at the first update whatever the learning rate, and decoding "
-                       "with it gives nothing; use an earlier checkpoint of that run (fairseq-train --restore-file "
-                       "checkpoint_E_U.pt, fairseq-generate --path), or train again from scratch")
+    return PluginError(
+        f"checkpoint {path} holds non-finite weights: {name} has {bad} NaN/inf of its {total} values, "
+        "so training from it stops at the first update whatever the learning rate, and decoding "
+        "with it gives nothing; use an earlier checkpoint of that run (fairseq-train --restore-file "
+        "checkpoint_E_U.pt, fairseq-generate --path), or train again from scratch"
+    )
 
 
 def _raised_in_torch_load(exc: BaseException) -> bool:
@@ -198,6 +214,7 @@ def _raised_in_torch_load(exc: BaseException) -> bool:
 
 def _refusing_loader(original):
     """checkpoint_utils.load_checkpoint_to_cpu raising our one-line PluginErrors."""
+
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
         try:
@@ -211,8 +228,7 @@ def _refusing_loader(original):
             if err is None:
                 raise
             raise err from None
-        found = non_finite(state["model"]) if isinstance(state, dict) and isinstance(state.get("model"), dict) \
-            else None
+        found = non_finite(state["model"]) if isinstance(state, dict) and isinstance(state.get("model"), dict) else None
         if found is not None:
             raise non_finite_error(path, found)
         return state
@@ -227,4 +243,5 @@ def install() -> None:
     from fairseq import checkpoint_utils
 
     from .wrap import wrap_once
+
     wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _refusing_loader)

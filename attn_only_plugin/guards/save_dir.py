@@ -30,6 +30,7 @@ Installed into fairseq by fairseq_fixes.install() (fairseq-train and fairseq-hyd
    model when checkpoint_last.pt is missing, the --reset-* flags apply to the checkpoint loaded, and
    --no-save (nothing written) or an empty save dir starts from update 1 as before.
 """
+
 import fcntl
 import functools
 import os
@@ -46,6 +47,7 @@ _held = {}  # real path of a locked save dir -> the descriptor holding its lock
 
 def _local(path) -> bool:
     from fairseq.file_io import PathManager
+
     return not PathManager.path_requires_pathmanager(str(path))
 
 
@@ -69,9 +71,11 @@ def _lock_holder(fd: int) -> str:
 def _unlockable(path: str, save_dir: str, e: OSError) -> PluginError:
     """The one line for a lock that cannot be taken: without it a second training into the same
     folder would not be refused, so the training stops instead of going on unguarded."""
-    return PluginError(f"cannot take the training lock {path} ({e.strerror or e}): without it a second training into "
-                       f"{save_dir} would not be refused; remove or repair {path} (it must be a plain file, on a file "
-                       "system that supports locks), or give another --save-dir")
+    return PluginError(
+        f"cannot take the training lock {path} ({e.strerror or e}): without it a second training into "
+        f"{save_dir} would not be refused; remove or repair {path} (it must be a plain file, on a file "
+        "system that supports locks), or give another --save-dir"
+    )
 
 
 def lock_save_dir(save_dir: str) -> None:
@@ -97,8 +101,10 @@ def lock_save_dir(save_dir: str) -> None:
     except BlockingIOError:
         holder = _lock_holder(fd)
         os.close(fd)
-        raise PluginError(f"another training{holder} is writing into {save_dir} (it holds the lock {path}): "
-                          f"wait for it to end, or give this run another --save-dir") from None
+        raise PluginError(
+            f"another training{holder} is writing into {save_dir} (it holds the lock {path}): "
+            f"wait for it to end, or give this run another --save-dir"
+        ) from None
     except OSError as e:
         os.close(fd)
         raise _unlockable(path, save_dir, e) from None
@@ -111,6 +117,7 @@ def lock_save_dir(save_dir: str) -> None:
 def locked_verify(verify):
     """Wrap checkpoint_utils.verify_checkpoint_directory, which fairseq-train calls on the master
     only, before anything else touches the save dir: lock the folder first (1)."""
+
     @functools.wraps(verify)
     def wrapper(save_dir: str) -> None:
         lock_save_dir(save_dir)
@@ -118,10 +125,14 @@ def locked_verify(verify):
             return verify(save_dir)
         except OSError as e:  # fairseq logs a warning and re-raises the bare OSError
             from .explain import OS_FIXES
+
             reason = e.strerror or str(e)
             fix = OS_FIXES.get(e.errno, "")
-            raise PluginError(f"--save-dir {save_dir} cannot be written ({reason}" + (f": {fix}" if fix else "")
-                              + "): give --save-dir a folder this user can create and write") from e
+            raise PluginError(
+                f"--save-dir {save_dir} cannot be written ({reason}"
+                + (f": {fix}" if fix else "")
+                + "): give --save-dir a folder this user can create and write"
+            ) from e
 
     return wrapper
 
@@ -137,8 +148,10 @@ def check_restore_file(path: str, save_dir: str) -> None:
     in_save_dir = os.path.join(save_dir, path)
     guess = not os.path.isabs(path) and os.path.isfile(in_save_dir)
     hint = f"; did you mean --restore-file {in_save_dir}?" if guess else ""
-    raise PluginError(f"--restore-file {path} does not exist: give an existing checkpoint (a relative path is read "
-                      f"from the current folder, not from --save-dir{hint})")
+    raise PluginError(
+        f"--restore-file {path} does not exist: give an existing checkpoint (a relative path is read "
+        f"from the current folder, not from --save-dir{hint})"
+    )
 
 
 def saved_checkpoints(save_dir: str) -> list:
@@ -162,9 +175,11 @@ def check_save_dir_without_last(save_dir: str, last: str) -> None:
         return
     names = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
     newest = os.path.join(save_dir, found[0])
-    raise PluginError(f"{save_dir} holds checkpoints ({names}) but no {last}, so training would start again at "
-                      f"update 1 and overwrite them: to resume, pass --restore-file {newest} (the newest) or copy "
-                      f"it to {last_path}; to start over, give a new --save-dir")
+    raise PluginError(
+        f"{save_dir} holds checkpoints ({names}) but no {last}, so training would start again at "
+        f"update 1 and overwrite them: to resume, pass --restore-file {newest} (the newest) or copy "
+        f"it to {last_path}; to start over, give a new --save-dir"
+    )
 
 
 def check_training_state(path: str, save_dir: str) -> None:
@@ -172,15 +187,18 @@ def check_training_state(path: str, save_dir: str) -> None:
     (2): its optimizer state or the data iterator's position is missing. Read memory-mapped, so the
     weights are not loaded twice."""
     from .safe_load import load_checkpoint
+
     state = load_checkpoint(path)
     extra = state.get("extra_state") or {}
     if state.get("last_optimizer_state") is not None and "train_iterator" in extra:
         return
-    raise PluginError(f"{path} holds no training state (no optimizer state or data position: an average, a "
-                      f"conversion, or a run saved with --no-save-optimizer-state), so it is no resume point: "
-                      f"training would start again at update 0 and overwrite the checkpoints in {save_dir}; move it "
-                      f"out of {save_dir} and start a new --save-dir with --finetune-from-model, or pass "
-                      f"--reset-optimizer to continue from its weights on purpose")
+    raise PluginError(
+        f"{path} holds no training state (no optimizer state or data position: an average, a "
+        f"conversion, or a run saved with --no-save-optimizer-state), so it is no resume point: "
+        f"training would start again at update 0 and overwrite the checkpoints in {save_dir}; move it "
+        f"out of {save_dir} and start a new --save-dir with --finetune-from-model, or pass "
+        f"--reset-optimizer to continue from its weights on purpose"
+    )
 
 
 def check_restore(cfg, suffix: str) -> None:
@@ -203,6 +221,7 @@ def check_restore(cfg, suffix: str) -> None:
 
 def checked_load_checkpoint(load_checkpoint):
     """Wrap checkpoint_utils.load_checkpoint (every rank, before anything is read or written) (2)."""
+
     @functools.wraps(load_checkpoint)
     def wrapper(cfg, trainer, **passthrough_args):
         check_restore(cfg, trainer.checkpoint_suffix)

@@ -1,6 +1,7 @@
 """The learning-rate schedule of section 5.3 of Vaswani et al. (2017), registered as `noam`
 (the name it goes by in tensor2tensor, OpenNMT and the Annotated Transformer).
 """
+
 from dataclasses import dataclass, field
 
 from fairseq.dataclass import FairseqDataclass
@@ -17,14 +18,15 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, multiplier: float = 1.0)
     the peak, d_model^-0.5 * warmup_steps^-0.5, is at step = warmup_steps. step counts from 1.
     """
     step = max(step, 1)
-    return multiplier * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+    return multiplier * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
 @dataclass
 class NoamConfig(FairseqDataclass):
     warmup_updates: int = field(default=4000, metadata={"help": "warmup_steps (section 5.3)"})
-    lr_multiplier: float = field(default=1.0, metadata={
-        "help": "scale on the paper's formula (1.0 = the paper; tensor2tensor later used 2.0)"})
+    lr_multiplier: float = field(
+        default=1.0, metadata={"help": "scale on the paper's formula (1.0 = the paper; tensor2tensor later used 2.0)"}
+    )
     # d_model comes from the model config so users need not set --lr by hand.
     d_model: int = II("model.d_model")
 

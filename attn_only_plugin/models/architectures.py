@@ -5,6 +5,7 @@ field can still be overridden by its flag, which is how Table 3's rows A-E are r
 fairseq's transformer's flag names given on the command line are mapped onto ours before a
 preset reads them (fairseq_names.py), as fairseq's own presets read them.
 """
+
 import argparse
 import functools
 
@@ -16,13 +17,16 @@ from .fairseq_names import map_namespace
 
 def architecture(name: str):
     """register_model_architecture for our model, mapping fairseq's flag names first."""
+
     def register(preset):
         @functools.wraps(preset)
         def with_fairseq_names(args):
             if isinstance(args, argparse.Namespace):  # the command line (a config is mapped by full_config)
                 map_namespace(args)
             preset(args)
+
         return register_model_architecture("attn_only_transformer", name)(with_fairseq_names)
+
     return register
 
 

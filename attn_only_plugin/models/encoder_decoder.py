@@ -8,6 +8,7 @@ Tensor layout: batch first everywhere, (B, S, d_model) in the encoder and (B, T,
 decoder. fairseq's own transformer is time first; our encoder_out dict is read only by our
 decoder and reordered only by our encoder, so nothing outside sees the difference.
 """
+
 import contextlib
 from typing import Dict, List, Optional, Tuple
 
@@ -59,10 +60,19 @@ class Stack:
 def _layer_args(cfg) -> dict:
     """Map the config (fairseq names at this one edge) to the paper's symbols."""
     default = cfg.d_model // cfg.heads  # section 3.2.2: d_k = d_v = d_model / h unless given
-    return dict(d_model=cfg.d_model, d_ff=cfg.d_ff, h=cfg.heads, d_k=default if cfg.d_k is None else cfg.d_k,
-                d_v=default if cfg.d_v is None else cfg.d_v, dropout=cfg.dropout,
-                attention_dropout=cfg.attention_dropout, relu_dropout=cfg.relu_dropout,
-                pre_norm=cfg.pre_norm, window=cfg.attention_window, relative=cfg.relative_positions)
+    return dict(
+        d_model=cfg.d_model,
+        d_ff=cfg.d_ff,
+        h=cfg.heads,
+        d_k=default if cfg.d_k is None else cfg.d_k,
+        d_v=default if cfg.d_v is None else cfg.d_v,
+        dropout=cfg.dropout,
+        attention_dropout=cfg.attention_dropout,
+        relu_dropout=cfg.relu_dropout,
+        pre_norm=cfg.pre_norm,
+        window=cfg.attention_window,
+        relative=cfg.relative_positions,
+    )
 
 
 class Encoder(FairseqEncoder, Stack):
@@ -71,14 +81,16 @@ class Encoder(FairseqEncoder, Stack):
     def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding):
         super().__init__(dictionary)
         self.padding_idx = dictionary.pad()
-        self.embed = TransformerEmbedding(embed_tokens, cfg.max_source_positions, cfg.learned_pos, cfg.dropout,
-                                          absolute=not cfg.no_absolute_positions)
+        self.embed = TransformerEmbedding(
+            embed_tokens, cfg.max_source_positions, cfg.learned_pos, cfg.dropout, absolute=not cfg.no_absolute_positions
+        )
         self.layers = nn.ModuleList(EncoderLayer(**_layer_args(cfg)) for _ in range(cfg.encoder_layers))
         self._setup_stack(cfg, "encoder")
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
 
-    def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None,
-                need_weights: bool = False, **unused) -> Dict[str, List[Tensor]]:
+    def forward(
+        self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, need_weights: bool = False, **unused
+    ) -> Dict[str, List[Tensor]]:
         """src_tokens: (B, S). Returns fairseq's encoder_out dict with batch-first tensors; with
         need_weights, "attn" holds each layer's self-attention weights (B, h, S, S)."""
         key_mask = src_tokens.ne(self.padding_idx)  # (B, S) True = real token
@@ -92,9 +104,14 @@ class Encoder(FairseqEncoder, Stack):
         if self.final_norm is not None:
             x = self.final_norm(x)
         x = padded(x, packing)  # (B, S, d_model), zeros at pads when packed
-        return {"encoder_out": [x], "encoder_padding_mask": [~key_mask], "src_tokens": [src_tokens],
-                "src_lengths": [] if src_lengths is None else [src_lengths],
-                "attn": weights if need_weights else [], "beam": []}
+        return {
+            "encoder_out": [x],
+            "encoder_padding_mask": [~key_mask],
+            "src_tokens": [src_tokens],
+            "src_lengths": [] if src_lengths is None else [src_lengths],
+            "attn": weights if need_weights else [],
+            "beam": [],
+        }
 
     @torch.jit.export
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
@@ -133,29 +150,46 @@ class Decoder(FairseqIncrementalDecoder, Stack):
     def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding, output_weight: Optional[Tensor] = None):
         super().__init__(dictionary)
         self.padding_idx = dictionary.pad()
-        self.embed = TransformerEmbedding(embed_tokens, cfg.max_target_positions, cfg.learned_pos, cfg.dropout,
-                                          absolute=not cfg.no_absolute_positions)
+        self.embed = TransformerEmbedding(
+            embed_tokens, cfg.max_target_positions, cfg.learned_pos, cfg.dropout, absolute=not cfg.no_absolute_positions
+        )
         self.window = cfg.attention_window  # restricted self-attention: its caches keep R + 1 steps
         self.layers = nn.ModuleList(DecoderLayer(**_layer_args(cfg), index=i) for i in range(cfg.decoder_layers))
         self._setup_stack(cfg, "decoder")
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
         if output_weight is None:  # not shared: its own pre-softmax matrix
             output_weight = nn.Parameter(torch.empty(len(dictionary), cfg.d_model))
-            nn.init.normal_(output_weight, mean=0.0, std=cfg.d_model ** -0.5)
+            nn.init.normal_(output_weight, mean=0.0, std=cfg.d_model**-0.5)
         self.output_weight = output_weight
         self.alignment_layer = cfg.decoder_layers - 1 if cfg.alignment_layer < 0 else cfg.alignment_layer
         self.need_attn = False  # set by the task/generator for --print-alignment
 
-    def forward(self, prev_output_tokens: Tensor, encoder_out: Optional[Dict[str, List[Tensor]]] = None,
-                incremental_state: Optional[IncrementalState] = None, features_only: bool = False,
-                need_attn: bool = False, need_all_weights: bool = False, real_only: bool = False, **unused):
-        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state,
-                                         need_attn or self.need_attn, need_all_weights, real_only)
+    def forward(
+        self,
+        prev_output_tokens: Tensor,
+        encoder_out: Optional[Dict[str, List[Tensor]]] = None,
+        incremental_state: Optional[IncrementalState] = None,
+        features_only: bool = False,
+        need_attn: bool = False,
+        need_all_weights: bool = False,
+        real_only: bool = False,
+        **unused,
+    ):
+        x, extra = self.extract_features(
+            prev_output_tokens, encoder_out, incremental_state, need_attn or self.need_attn, need_all_weights, real_only
+        )
         return (x if features_only else self.output_layer(x)), extra
 
-    def extract_features(self, prev_output_tokens: Tensor, encoder_out, incremental_state=None,
-                         need_attn: bool = False, need_all_weights: bool = False, real_only: bool = False,
-                         **unused):
+    def extract_features(
+        self,
+        prev_output_tokens: Tensor,
+        encoder_out,
+        incremental_state=None,
+        need_attn: bool = False,
+        need_all_weights: bool = False,
+        real_only: bool = False,
+        **unused,
+    ):
         """prev_output_tokens: (B, T). Returns (B, T, d_model) features (B, 1, d_model when
         incremental) and {"attn": [encoder-decoder weights of alignment_layer averaged over heads
         (B, T, S), or None], "real_index": None}; need_all_weights adds every layer's per-head
@@ -172,8 +206,9 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         with self.saved_tensors_place():
             for i, layer in kept_layers(self.layers, self.layerdrop, self.training):
                 want = need_all_weights or (need_attn and i == self.alignment_layer)
-                x, w_cross, w_self = self.run_layer(layer, x, memory, memory_mask, state, need_weights=want,
-                                                    packing=packing)
+                x, w_cross, w_self = self.run_layer(
+                    layer, x, memory, memory_mask, state, need_weights=want, packing=packing
+                )
                 if need_attn and i == self.alignment_layer:
                     attn = w_cross.mean(dim=1)  # (B, T, S), averaged over heads
                 cross_all.append(w_cross)
@@ -187,8 +222,15 @@ class Decoder(FairseqIncrementalDecoder, Stack):
             extra.update(cross_attn=cross_all, self_attn=self_all)
         return x, extra
 
-    def decoding_state(self, incremental_state: Optional[IncrementalState], step: int, B: int, memory: Tensor,
-                       memory_pad: Tensor, dtype: torch.dtype) -> Optional[DecodingState]:
+    def decoding_state(
+        self,
+        incremental_state: Optional[IncrementalState],
+        step: int,
+        B: int,
+        memory: Tensor,
+        memory_pad: Tensor,
+        dtype: torch.dtype,
+    ) -> Optional[DecodingState]:
         """Incremental decoding: the state kept in fairseq's incremental_state, begun for this
         step of B hypotheses (modules/decoding_state.py); None for a full pass."""
         if incremental_state is None:

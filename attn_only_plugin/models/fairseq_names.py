@@ -13,6 +13,7 @@ presets read them), so `--arch transformer_big --encoder-embed-dim 512` is a 512
 and an alias not given never overrides a preset. In a config file (or --model-overrides) an
 alias sets its field unless that field is given too with another value than its default.
 """
+
 from dataclasses import dataclass, field, fields
 from typing import Callable, Optional
 
@@ -28,8 +29,13 @@ PAIRS = {
     "pre_norm": ("encoder_normalize_before", "decoder_normalize_before"),
     "learned_pos": ("encoder_learned_pos", "decoder_learned_pos"),
 }
-SYMBOL = {"d_model": "d_model", "d_ff": "d_ff", "heads": "h", "pre_norm": "norm placement",
-          "learned_pos": "kind of positions"}
+SYMBOL = {
+    "d_model": "d_model",
+    "d_ff": "d_ff",
+    "heads": "h",
+    "pre_norm": "norm placement",
+    "learned_pos": "kind of positions",
+}
 SINGLE = {"relu_dropout": "activation_dropout"}
 SHARING = {"share_all_embeddings": "all", "share_decoder_input_output_embed": "decoder"}
 
@@ -41,6 +47,7 @@ def _alias(help_for: str, default=None):
 @dataclass
 class FairseqNames(FairseqDataclass):
     """fairseq's flag names; mapped onto the paper-named fields by to_paper_names."""
+
     encoder_embed_dim: Optional[int] = _alias("--d-model")
     decoder_embed_dim: Optional[int] = _alias("--d-model")
     encoder_ffn_embed_dim: Optional[int] = _alias("--d-ff")
@@ -73,16 +80,20 @@ def to_paper_names(get: Callable, put: Callable, given: Callable) -> None:
             continue
         first, value = next(iter(said.items()))
         if len(set(said.values())) > 1:
-            raise PluginError(f"{_flag(enc, said[enc])} and {_flag(dec, said[dec])} differ: the paper's model has one "
-                              f"{SYMBOL[ours]} for the encoder and decoder; give one value (or {_flag(ours)})")
+            raise PluginError(
+                f"{_flag(enc, said[enc])} and {_flag(dec, said[dec])} differ: the paper's model has one "
+                f"{SYMBOL[ours]} for the encoder and decoder; give one value (or {_flag(ours)})"
+            )
         if len(said) == 1 and (isinstance(value, bool) or first == dec or ours == "heads"):
             # fairseq derives only the decoder's sizes from the encoder's (--encoder-embed-dim and
             # --encoder-ffn-embed-dim alone set both, as here); any other one-sided flag leaves
             # fairseq's other side at its own default, a model with two values that ours cannot hold
             other = dec if first == enc else enc
-            raise PluginError(f"{_flag(first, value)} without {_flag(other)}: fairseq's transformer keeps the other "
-                              f"side at its default, and our model has one {SYMBOL[ours]} for both; give both "
-                              f"(or {_flag(ours)}) or neither")
+            raise PluginError(
+                f"{_flag(first, value)} without {_flag(other)}: fairseq's transformer keeps the other "
+                f"side at its default, and our model has one {SYMBOL[ours]} for both; give both "
+                f"(or {_flag(ours)}) or neither"
+            )
         _set(ours, value, first, value, get, put, given)
     for ours, alias in SINGLE.items():
         if get(alias) is not None:
@@ -91,22 +102,29 @@ def to_paper_names(get: Callable, put: Callable, given: Callable) -> None:
     if shared:
         _set("embedding_sharing", SHARING[shared[0]], shared[0], True, get, put, given)
     if get("activation_fn") not in (None, "relu"):
-        raise PluginError(f"{_flag('activation_fn', get('activation_fn'))}: the paper's position-wise FFN uses ReLU "
-                          "(section 3.3), the only activation our model has; leave the flag out or give relu")
+        raise PluginError(
+            f"{_flag('activation_fn', get('activation_fn'))}: the paper's position-wise FFN uses ReLU "
+            "(section 3.3), the only activation our model has; leave the flag out or give relu"
+        )
 
 
 def _set(ours: str, value, alias: str, alias_value, get, put, given) -> None:
     if given(ours) and str(get(ours)) != str(value):
-        raise PluginError(f"{_flag(alias, alias_value)} disagrees with {_flag(ours, get(ours))}: they name the same "
-                          "setting (docs/fairseq_features.md); give one of them")
+        raise PluginError(
+            f"{_flag(alias, alias_value)} disagrees with {_flag(ours, get(ours))}: they name the same "
+            "setting (docs/fairseq_features.md); give one of them"
+        )
     put(ours, value)
 
 
 def map_namespace(args) -> None:
     """Command line (argparse Namespace, before the architecture's preset): a field was given
     when it is present (fairseq leaves out the ones not given) or, for a flag, when it is set."""
-    to_paper_names(lambda n: getattr(args, n, None), lambda n, v: setattr(args, n, v),
-                   lambda n: getattr(args, n, None) is not None and getattr(args, n) is not False)
+    to_paper_names(
+        lambda n: getattr(args, n, None),
+        lambda n, v: setattr(args, n, v),
+        lambda n: getattr(args, n, None) is not None and getattr(args, n) is not False,
+    )
     for alias in ALIASES:  # as if not given: the stored config holds our names only
         if hasattr(args, alias):
             delattr(args, alias)
@@ -115,7 +133,8 @@ def map_namespace(args) -> None:
 def map_values(values: dict, defaults) -> None:
     """A config (YAML, --model-overrides, a stored checkpoint's): a field counts as given when it
     differs from its default."""
-    to_paper_names(values.get, values.__setitem__,
-                   lambda n: n in values and str(values[n]) != str(getattr(defaults, n)))
+    to_paper_names(
+        values.get, values.__setitem__, lambda n: n in values and str(values[n]) != str(getattr(defaults, n))
+    )
     for alias in ALIASES:
         values.pop(alias, None)

@@ -4,6 +4,7 @@ Tensor layout in this file: batch first. x is (B, T, d_model) for queries and (B
 for keys/values (the encoder memory in encoder-decoder attention); heads are split as
 (B, h, T, d_k). Masks are boolean with True = "may attend".
 """
+
 import math
 from typing import Optional, Tuple
 
@@ -28,8 +29,13 @@ def split_heads(x: Tensor, h: int, rows: Optional[int] = None) -> Tensor:
 
 
 def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, causal: bool = False,
-    dropout_p: float = 0.0, need_weights: bool = False,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Optional[Tensor] = None,
+    causal: bool = False,
+    dropout_p: float = 0.0,
+    need_weights: bool = False,
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """Eq. (1), section 3.2.1: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
 
@@ -72,9 +78,18 @@ class MultiHeadAttention(nn.Module):
     representations (relative.py).
     """
 
-    def __init__(self, d_model: int, h: int, d_k: int, d_v: int, dropout: float = 0.0,
-                 self_attention: bool = True, cache_key: str = "attn", window: Optional[int] = None,
-                 relative: Optional[int] = None):
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        d_k: int,
+        d_v: int,
+        dropout: float = 0.0,
+        self_attention: bool = True,
+        cache_key: str = "attn",
+        window: Optional[int] = None,
+        relative: Optional[int] = None,
+    ):
         super().__init__()
         self.h, self.d_k, self.d_v, self.dropout = h, d_k, d_v, dropout
         self.apply_during_inference = False  # --retain-dropout (dropout.py)
@@ -87,11 +102,14 @@ class MultiHeadAttention(nn.Module):
             self.q = nn.Linear(d_model, h * d_k)  # W^Q
             self.kv = nn.Linear(d_model, h * (d_k + d_v))  # [W^K | W^V]
         self.out = nn.Linear(h * d_v, d_model)  # W^O
-        blocks = ([(self.qkv, [h * d_k, h * d_k, h * d_v])] if self_attention
-                  else [(self.q, [h * d_k]), (self.kv, [h * d_k, h * d_v])])
+        blocks = (
+            [(self.qkv, [h * d_k, h * d_k, h * d_v])]
+            if self_attention
+            else [(self.q, [h * d_k]), (self.kv, [h * d_k, h * d_v])]
+        )
         for lin, sizes in blocks:  # each of W^Q, W^K, W^V on its own; biases as nn.Linear has them
             for block in lin.weight.data.split(sizes, dim=0):  # (h d_k or h d_v, d_model)
-                nn.init.xavier_uniform_(block, gain=2 ** -0.5)
+                nn.init.xavier_uniform_(block, gain=2**-0.5)
         nn.init.xavier_uniform_(self.out.weight)
         nn.init.zeros_(self.out.bias)
 
@@ -104,9 +122,16 @@ class MultiHeadAttention(nn.Module):
         k, v = self.kv(memory).split([self.h * self.d_k, self.h * self.d_v], dim=-1)  # (B_s, S, h d_k), (B_s, S, h d_v)
         return split_heads(k, self.h), split_heads(v, self.h)
 
-    def forward(self, x: Tensor, memory: Optional[Tensor] = None, key_mask: Optional[Tensor] = None,
-                causal: bool = False, state: Optional[DecodingState] = None, need_weights: bool = False,
-                packing: Optional[Packing] = None) -> Tuple[Tensor, Optional[Tensor]]:
+    def forward(
+        self,
+        x: Tensor,
+        memory: Optional[Tensor] = None,
+        key_mask: Optional[Tensor] = None,
+        causal: bool = False,
+        state: Optional[DecodingState] = None,
+        need_weights: bool = False,
+        packing: Optional[Packing] = None,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
         """Eq. (2). x: (B, T, d_model) queries; memory: (B_s, S, d_model) for encoder-decoder
         attention, None for self-attention; key_mask: (B_s, S) True = real token (or additive,
         0 / -inf). Returns (B, T, d_model) and, if need_weights, the (B, h, T, S) weights.
@@ -122,8 +147,11 @@ class MultiHeadAttention(nn.Module):
             k, v = split_heads(k, self.h), split_heads(v, self.h)  # (B, h, T, d_k), (B, h, T, d_v)
         else:  # keys and values from the encoder's output (section 3.2.3)
             q = padded(self.q(x), packing)  # x W^Q: (B, T, h d_k)
-            k, v = self.project_memory(memory) if state is None else state.memory(
-                self.cache_key, lambda: self.project_memory(memory))  # (B_s, h, S, d_k), (B_s, h, S, d_v)
+            k, v = (
+                self.project_memory(memory)
+                if state is None
+                else state.memory(self.cache_key, lambda: self.project_memory(memory))
+            )  # (B_s, h, S, d_k), (B_s, h, S, d_v)
         mask = None if key_mask is None else key_mask[:, None, None, :]  # (B_s, 1, 1, S) True = may attend
         if state is not None and self.self_attention:  # and the keys and values of the earlier steps
             k, v, mask = state.self_attention(self.cache_key, k, v, mask, self.window)  # (B_s, h, S, d)
@@ -133,8 +161,16 @@ class MultiHeadAttention(nn.Module):
         y = y.transpose(1, 2).reshape(B, -1, self.h * self.d_v)  # (B, T, h d_v): Concat(head_1, ..., head_h)
         return self.out(packed(y, packing)), self.hypothesis_weights(weights, B, state)  # Concat(...) W^O
 
-    def attention(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool,
-                  need_weights: bool, state: Optional[DecodingState]) -> Tuple[Tensor, Optional[Tensor]]:
+    def attention(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Optional[Tensor],
+        causal: bool,
+        need_weights: bool,
+        state: Optional[DecodingState],
+    ) -> Tuple[Tensor, Optional[Tensor]]:
         """Eq. (1) on every head, dropout on the weights (section 5.4); in self-attention with a
         window (window.py) or relative positions (relative.py), their form of it."""
         p = self.dropout if self.training or self.apply_during_inference else 0.0
@@ -151,8 +187,17 @@ class MultiHeadAttention(nn.Module):
         w = w.view(B_s, h, B // B_s, -1, S).transpose(1, 2).reshape(B, h, -1, S)  # (B, h, T, S)
         return state.own_weights(w) if state is not None and self.self_attention else w
 
-    def _positional_attention(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool,
-                              p: float, need_weights: bool, state: Optional[DecodingState]):
+    def _positional_attention(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Optional[Tensor],
+        causal: bool,
+        p: float,
+        need_weights: bool,
+        state: Optional[DecodingState],
+    ):
         """Self-attention that depends on where queries and keys sit: a window (window.py) and/or
         relative positions (relative.py). Without a cache (causal or encoder) the window becomes
         a mask, or on long inputs the banded computation; a decoding step's cache holds only the

@@ -18,6 +18,7 @@ fairseq's transformer concatenates a new tensor every step and gathers every cac
 Tensor layout: caches (rows, h, positions, d), a view of a (rows, h, C, d) buffer with C - S
 positions of spare room; history (B_s, g, C_e) bool over entries.
 """
+
 from typing import Optional, Tuple
 
 import torch
@@ -40,9 +41,14 @@ def spare_positions(cached: Tensor) -> int:
     B, h, S, d = cached.shape
     C = cached.stride(1) // d if d else 0
     o = cached.storage_offset() // d if d else 0
-    ours = (cached.stride(3) == 1 and cached.stride(2) == d and cached.stride(1) == C * d
-            and cached.stride(0) == h * C * d and cached.storage_offset() == o * d
-            and cached.untyped_storage().nbytes() >= B * h * C * d * cached.element_size())
+    ours = (
+        cached.stride(3) == 1
+        and cached.stride(2) == d
+        and cached.stride(1) == C * d
+        and cached.stride(0) == h * C * d
+        and cached.storage_offset() == o * d
+        and cached.untyped_storage().nbytes() >= B * h * C * d * cached.element_size()
+    )
     return C - o - S if ours and C > o + S else 0
 
 
@@ -63,12 +69,12 @@ def append_to_cache(cached: Optional[Tensor], new: Tensor, keep: Optional[int] =
     B, h, T, d = new.shape
     in_place = cached is not None and spare_positions(cached) >= T
     if cached is not None and keep is not None and not in_place:
-        cached = cached[:, :, max(0, cached.size(2) + T - keep):]  # only these move to the new buffer
+        cached = cached[:, :, max(0, cached.size(2) + T - keep) :]  # only these move to the new buffer
     S = 0 if cached is None else cached.size(2)
     if in_place:
         grown = cached.as_strided((B, h, S + T, d), cached.stride(), cached.storage_offset())  # view of the buffer
     else:
-        grown = new.new_empty(B, h, S + T + CACHE_CHUNK * T, d)[:, :, :S + T]  # (B, h, S + T, d) view of (B, h, C, d)
+        grown = new.new_empty(B, h, S + T + CACHE_CHUNK * T, d)[:, :, : S + T]  # (B, h, S + T, d) view of (B, h, C, d)
         if cached is not None:
             grown[:, :, :S] = cached
     grown[:, :, S:] = new
@@ -122,8 +128,7 @@ def history_mask(history: Tensor, step: int) -> Tuple[Tensor, Tensor]:
     return history, history[:, None, :, :E]  # (B_s, 1, g, E)
 
 
-def window_history_mask(history: Optional[Tensor], sentences: int, g: int, keep: int,
-                        device) -> Tuple[Tensor, Tensor]:
+def window_history_mask(history: Optional[Tensor], sentences: int, g: int, keep: int, device) -> Tuple[Tensor, Tensor]:
     """history_mask for restricted self-attention (window.py), whose shared cache holds only the
     last `keep` entries: this step's g entries (slot j's own is j) are appended to the table
     (None at the first step) and the oldest dropped exactly as append_to_cache drops them from

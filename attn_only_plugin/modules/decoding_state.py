@@ -19,6 +19,7 @@ The two speed paths of decoding (docs/speed.md) live here and in cache.py, besid
 Tensor layout: as in cache.py, keys/values (rows, h, positions, d); masks broadcast over
 (rows, h, queries, keys), additive (0 / -inf) within a decoding step.
 """
+
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -107,8 +108,9 @@ class DecodingState:
         self.entries[HISTORY] = table
         return mask
 
-    def self_attention(self, layer: str, k: Tensor, v: Tensor, mask: Optional[Tensor],
-                       window: Optional[int]) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+    def self_attention(
+        self, layer: str, k: Tensor, v: Tensor, mask: Optional[Tensor], window: Optional[int]
+    ) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
         """This step's self-attention keys k (B, h, T, d_k) and values v (B, h, T, d_v) appended to
         the layer's cache (cache.append_to_cache; a window keeps its last R + 1 steps). Returns all
         keys and values and the mask to attend with: (B, h, S, d) and `mask`, or in the beam-shared
@@ -147,8 +149,13 @@ class DecodingState:
         move, else once into a new buffer (cache.reorder_cache)."""
         selves, crosses = self._layers("self"), self._layers("cross")
         history = self.entries.pop(HISTORY, None)  # (B_s, g, C_e) in the beam-shared layout
-        g = history.size(1) if history is not None else \
-            self.entries[selves[0]].size(0) // self.entries[crosses[0]].size(0) if crosses and selves else 0
+        g = (
+            history.size(1)
+            if history is not None
+            else self.entries[selves[0]].size(0) // self.entries[crosses[0]].size(0)
+            if crosses and selves
+            else 0
+        )
         if g:  # hypotheses per memory row: the encoder output's rule
             rows, g_new = shared_rows(new_order, g)
             self.entries.update(zip(crosses, select_rows([self.entries[k] for k in crosses], rows), strict=False))

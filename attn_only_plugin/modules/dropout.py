@@ -19,6 +19,7 @@ those whose module name --retain-dropout-modules lists (fairseq's names or ours,
 
 Tensor layout: any; the mask has the input's shape.
 """
+
 import logging
 import re
 from typing import List, Optional
@@ -27,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-_INT32_MIN = -(2 ** 31)
+_INT32_MIN = -(2**31)
 logger = logging.getLogger(__name__)
 
 # --retain-dropout-modules: the module names that select a dropout, by where it sits in our model
@@ -51,8 +52,9 @@ def module_names(path: str) -> tuple:
     return ()
 
 
-def retain_at_inference(module: torch.nn.Module, name: str, retain_dropout: bool = False,
-                        retain_dropout_modules: Optional[List[str]] = None) -> None:
+def retain_at_inference(
+    module: torch.nn.Module, name: str, retain_dropout: bool = False, retain_dropout_modules: Optional[List[str]] = None
+) -> None:
     """fairseq's FairseqDropout.make_generation_fast_: with retain_dropout, `module` (named `name`
     in the model) keeps dropping out at inference when retain_dropout_modules is None (all) or
     lists one of its names."""
@@ -67,7 +69,7 @@ def retain_at_inference(module: torch.nn.Module, name: str, retain_dropout: bool
 
 def keep_threshold(p: float) -> int:
     """The int32 threshold t with P(uniform int32 >= t) = 1 - round(p 2^32) / 2^32."""
-    return _INT32_MIN + round(p * 2 ** 32)
+    return _INT32_MIN + round(p * 2**32)
 
 
 def uniform_int32(shape) -> Tensor:
@@ -75,7 +77,7 @@ def uniform_int32(shape) -> Tensor:
     generator, each split in two."""
     n = torch.Size(shape).numel()
     words = torch.empty((n + 1) // 2, dtype=torch.int64)
-    words.random_(-(2 ** 63), 2 ** 63 - 1)  # all 64 bits (the top value excluded)
+    words.random_(-(2**63), 2**63 - 1)  # all 64 bits (the top value excluded)
     return words.view(torch.int32)[:n].view(shape)
 
 
@@ -103,8 +105,9 @@ class Dropout(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return dropout(x, self.p, self.training or self.apply_during_inference)
 
-    def make_generation_fast_(self, name: str, retain_dropout: bool = False,
-                              retain_dropout_modules: Optional[List[str]] = None, **unused):
+    def make_generation_fast_(
+        self, name: str, retain_dropout: bool = False, retain_dropout_modules: Optional[List[str]] = None, **unused
+    ):
         retain_at_inference(self, name, retain_dropout, retain_dropout_modules)
 
     def extra_repr(self) -> str:

@@ -2,6 +2,7 @@
 
 Tensor layout: tokens (B, T) -> (B, T, d_model), or its real rows (N, d_model) with a Packing.
 """
+
 import math
 from typing import Optional
 
@@ -40,8 +41,7 @@ class TransformerEmbedding(nn.Module):
     positions in the attention instead, modules/relative.py).
     """
 
-    def __init__(self, tokens: nn.Embedding, max_positions: int, learned: bool, dropout: float,
-                 absolute: bool = True):
+    def __init__(self, tokens: nn.Embedding, max_positions: int, learned: bool, dropout: float, absolute: bool = True):
         super().__init__()
         d_model = tokens.embedding_dim
         self.tokens, self.padding_idx = tokens, tokens.padding_idx
@@ -49,7 +49,7 @@ class TransformerEmbedding(nn.Module):
         self.positions = nn.Embedding(max_positions, d_model) if learned and absolute else None
         self.absolute = absolute
         if self.positions is not None:
-            nn.init.normal_(self.positions.weight, mean=0.0, std=d_model ** -0.5)
+            nn.init.normal_(self.positions.weight, mean=0.0, std=d_model**-0.5)
         elif absolute:
             self.register_buffer("pe", sinusoid_table(max_positions, d_model), persistent=False)
         self.dropout = Dropout(dropout)
@@ -67,7 +67,8 @@ class TransformerEmbedding(nn.Module):
             raise PluginError(
                 f"sequence of {last} positions exceeds the model's maximum of {self.max_positions}: "
                 "shorten or filter the input (--skip-invalid-size-inputs-valid-test) or train with "
-                "larger --max-source-positions / --max-target-positions")
+                "larger --max-source-positions / --max-target-positions"
+            )
         x = self.scale * self.tokens(tokens)  # (B, T, d_model)
         if self.absolute:
             x = x + (self.positions(pos) if self.positions is not None else self.pe[pos])  # (B, T, d_model)

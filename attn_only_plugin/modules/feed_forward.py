@@ -2,6 +2,7 @@
 
 Tensor layout: (B, T, d_model) in and out; (B, T, d_ff) inside.
 """
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 

@@ -3,6 +3,7 @@
 Tensor layout: (B, T, d_model) for the layer input and output, or its real rows (N, d_model)
 when training with a Packing (see packing.py); memory (B, S, d_model).
 """
+
 from typing import Callable, Optional, Tuple
 
 from torch import Tensor, nn
@@ -36,8 +37,9 @@ class EncoderLayer(nn.Module):
     """Section 3.1: multi-head self-attention, then the position-wise FFN, each wrapped.
     window and relative: restricted self-attention and relative positions (attention.py)."""
 
-    def __init__(self, d_model, d_ff, h, d_k, d_v, dropout, attention_dropout, relu_dropout, pre_norm,
-                 window=None, relative=None):
+    def __init__(
+        self, d_model, d_ff, h, d_k, d_v, dropout, attention_dropout, relu_dropout, pre_norm, window=None, relative=None
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, attention_dropout, window=window, relative=relative)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, relu_dropout)
@@ -46,8 +48,9 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, key_mask: Tensor, need_weights: bool = False, packing: Optional[Packing] = None):
         """x: (B, S, d_model), or (N, d_model) with packing; key_mask: (B, S) True = real token."""
-        x, w = self.sub_attn(x, lambda y: self.self_attn(y, key_mask=key_mask, need_weights=need_weights,
-                                                         packing=packing))
+        x, w = self.sub_attn(
+            x, lambda y: self.self_attn(y, key_mask=key_mask, need_weights=need_weights, packing=packing)
+        )
         x, _ = self.sub_ffn(x, lambda y: (self.ffn(y), None))
         return x, w
 
@@ -55,29 +58,65 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Section 3.1: masked self-attention, encoder-decoder attention, FFN, each wrapped."""
 
-    def __init__(self, d_model, d_ff, h, d_k, d_v, dropout, attention_dropout, relu_dropout, pre_norm,
-                 window=None, relative=None, index: int = 0):
+    def __init__(
+        self,
+        d_model,
+        d_ff,
+        h,
+        d_k,
+        d_v,
+        dropout,
+        attention_dropout,
+        relu_dropout,
+        pre_norm,
+        window=None,
+        relative=None,
+        index: int = 0,
+    ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, attention_dropout, self_attention=True,
-                                            cache_key=f"{index}.self", window=window, relative=relative)
-        self.cross_attn = MultiHeadAttention(d_model, h, d_k, d_v, attention_dropout,
-                                             self_attention=False, cache_key=f"{index}.cross")
+        self.self_attn = MultiHeadAttention(
+            d_model,
+            h,
+            d_k,
+            d_v,
+            attention_dropout,
+            self_attention=True,
+            cache_key=f"{index}.self",
+            window=window,
+            relative=relative,
+        )
+        self.cross_attn = MultiHeadAttention(
+            d_model, h, d_k, d_v, attention_dropout, self_attention=False, cache_key=f"{index}.cross"
+        )
         self.ffn = PositionwiseFeedForward(d_model, d_ff, relu_dropout)
         self.sub_self = SublayerConnection(d_model, dropout, pre_norm)
         self.sub_cross = SublayerConnection(d_model, dropout, pre_norm)
         self.sub_ffn = SublayerConnection(d_model, dropout, pre_norm)
 
-    def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor, state: Optional[DecodingState] = None,
-                need_weights: bool = False, packing: Optional[Packing] = None):
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        memory_mask: Tensor,
+        state: Optional[DecodingState] = None,
+        need_weights: bool = False,
+        packing: Optional[Packing] = None,
+    ):
         """x: (B, T, d_model), or its real rows (N, d_model) with packing; memory: (B, S, d_model);
         memory_mask: (B, S) True = real token, or additive (0 / -inf) when decoding.
         With a decoding state (incremental decoding, decoding_state.py) x holds only the new
         positions and the causal mask is implied: the queries see every cached position (or, in
         a cache shared by a beam, the entries on each hypothesis's path). Returns the output, the
         encoder-decoder weights (B, h, T, S) and the self-attention weights (B, h, T, T_all)."""
-        x, w_self = self.sub_self(x, lambda y: self.self_attn(
-            y, causal=state is None, state=state, need_weights=need_weights, packing=packing))
-        x, w_cross = self.sub_cross(x, lambda y: self.cross_attn(
-            y, memory=memory, key_mask=memory_mask, state=state, need_weights=need_weights, packing=packing))
+        x, w_self = self.sub_self(
+            x,
+            lambda y: self.self_attn(y, causal=state is None, state=state, need_weights=need_weights, packing=packing),
+        )
+        x, w_cross = self.sub_cross(
+            x,
+            lambda y: self.cross_attn(
+                y, memory=memory, key_mask=memory_mask, state=state, need_weights=need_weights, packing=packing
+            ),
+        )
         x, _ = self.sub_ffn(x, lambda y: (self.ffn(y), None))
         return x, w_cross, w_self

@@ -9,6 +9,7 @@ output back. fairseq's transformer computes every pad position in every layer.
 
 Tensor layout: packed (N, D), padded (B, T, D).
 """
+
 from typing import Optional
 
 from torch import Tensor

@@ -13,6 +13,7 @@ Initialisation (theirs is not given): Xavier-uniform, as the projections W^Q, W^
 
 Tensor layout: q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v); positions (T,) and (S,).
 """
+
 import math
 from typing import Optional, Tuple
 
@@ -36,9 +37,17 @@ class RelativePositions(nn.Module):
         """clip(j - i, -K, K) + K for every query i and key j: (T, S) indices into a^K, a^V."""
         return (k_pos[None, :] - q_pos[:, None]).clamp(-self.K, self.K) + self.K  # (T, S)
 
-    def forward(self, q: Tensor, k: Tensor, v: Tensor, q_pos: Tensor, k_pos: Tensor,
-                mask: Optional[Tensor] = None, dropout_p: float = 0.0,
-                need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        mask: Optional[Tensor] = None,
+        dropout_p: float = 0.0,
+        need_weights: bool = False,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
         """Eq. (3)-(4); mask broadcastable to (B, h, T, S), boolean (True = may attend) or
         additive. Returns (B, h, T, d_v) and, if need_weights, the (B, h, T, S) weights."""
         B, h, T, S = q.size(0), q.size(1), q.size(2), k.size(2)

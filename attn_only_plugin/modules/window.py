@@ -14,6 +14,7 @@ are token distances.
 
 Tensor layout: q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v); positions (T,) and (S,).
 """
+
 from typing import Optional, Tuple
 
 import torch
@@ -42,11 +43,10 @@ def query_key_positions(T: int, S: int, entries_per_step: int, device) -> Tuple[
     k_pos = torch.arange(S, device=device) // entries_per_step  # (S,)
     if entries_per_step > 1:
         return k_pos[-1:].expand(T), k_pos  # (g,), (S,)
-    return k_pos[S - T:], k_pos  # (T,), (S,)
+    return k_pos[S - T :], k_pos  # (T,), (S,)
 
 
-def position_mask(mask: Optional[Tensor], q_pos: Tensor, k_pos: Tensor, window: Optional[int],
-                  causal: bool) -> Tensor:
+def position_mask(mask: Optional[Tensor], q_pos: Tensor, k_pos: Tensor, window: Optional[int], causal: bool) -> Tensor:
     """The boolean mask (True = may attend) of keys within `window` of each query (all when
     None), before it when causal (section 3.2.3), and allowed by `mask` (the padding mask,
     (B, 1, 1, S) boolean). Each query may always see its own position: a pad query whose window
@@ -61,8 +61,15 @@ def position_mask(mask: Optional[Tensor], q_pos: Tensor, k_pos: Tensor, window: 
     return (mask | (offset == 0)) & allowed  # (B, 1, T, S)
 
 
-def banded_attention(q: Tensor, k: Tensor, v: Tensor, window: int, causal: bool = False,
-                     key_mask: Optional[Tensor] = None, dropout_p: float = 0.0) -> Tensor:
+def banded_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    window: int,
+    causal: bool = False,
+    key_mask: Optional[Tensor] = None,
+    dropout_p: float = 0.0,
+) -> Tensor:
     """Eq. (1) restricted to the window, computing only the band: the O(r n d) of Table 1's fourth
     row, where masking a full attention (position_mask) still costs O(n^2 d). Self-attention
     without a cache (T = S). The queries go in blocks of R; block n's keys are the 3R positions
@@ -74,8 +81,10 @@ def banded_attention(q: Tensor, k: Tensor, v: Tensor, window: int, causal: bool 
     n = -(-T // b)  # blocks
     tail = n * b - T  # queries added to fill the last block
     q_blocks = F.pad(q, (0, 0, 0, tail)).reshape(B, h * n, b, d)  # (B, h n, b, d_k)
-    k_blocks, v_blocks = (F.pad(z, (0, 0, window, tail + window)).unfold(2, L, b).transpose(-2, -1)
-                          .reshape(B, h * n, L, z.size(-1)) for z in (k, v))  # (B, h n, L, d_k / d_v)
+    k_blocks, v_blocks = (
+        F.pad(z, (0, 0, window, tail + window)).unfold(2, L, b).transpose(-2, -1).reshape(B, h * n, L, z.size(-1))
+        for z in (k, v)
+    )  # (B, h n, L, d_k / d_v)
     t, s = torch.arange(b, device=q.device), torch.arange(L, device=q.device)
     offset = t[:, None] - s[None, :] + window  # (b, L): query position minus key position, any block
     allowed = (offset.abs() <= window) & ((offset >= 0) if causal else True)  # (b, L)

@@ -19,6 +19,7 @@ Departs from fairseq's `adam` on purpose, in two ways:
   (docs/speed.md).
 Weight decay (none in the paper, default 0) is decoupled, AdamW-style, as in fairseq's `adam`.
 """
+
 import ast
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -47,8 +48,9 @@ def parse_betas(text) -> tuple:
     except (ValueError, TypeError, SyntaxError):
         betas = ()
     if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
-        raise PluginError(f"--adam-betas must be two numbers in [0, 1) such as '(0.9, 0.98)' (section 5.3), "
-                          f"got {text!r}")
+        raise PluginError(
+            f"--adam-betas must be two numbers in [0, 1) such as '(0.9, 0.98)' (section 5.3), got {text!r}"
+        )
     return betas
 
 
@@ -65,8 +67,10 @@ class PaperAdam(FairseqOptimizer):
     def __init__(self, cfg: PaperAdamConfig, params):
         super().__init__(cfg)
         if cfg.adam_eps <= 0 or cfg.weight_decay < 0:
-            raise PluginError(f"--adam-eps must be > 0 (the paper uses 1e-9) and --weight-decay >= 0, "
-                              f"got {cfg.adam_eps} and {cfg.weight_decay}")
+            raise PluginError(
+                f"--adam-eps must be > 0 (the paper uses 1e-9) and --weight-decay >= 0, "
+                f"got {cfg.adam_eps} and {cfg.weight_decay}"
+            )
         params = list(params)
         tensors = [p for g in params for p in g["params"]] if params and isinstance(params[0], dict) else params
         self._optimizer = torch.optim.AdamW(params, fused=fusable(tensors), **self.optimizer_config)
@@ -75,8 +79,12 @@ class PaperAdam(FairseqOptimizer):
     def optimizer_config(self):
         """What a resumed run takes from the command line over the checkpoint (fairseq's contract)."""
         lr = self.cfg.lr[0] if isinstance(self.cfg.lr, Collection) else self.cfg.lr
-        return {"lr": lr, "betas": parse_betas(self.cfg.adam_betas), "eps": self.cfg.adam_eps,
-                "weight_decay": self.cfg.weight_decay}
+        return {
+            "lr": lr,
+            "betas": parse_betas(self.cfg.adam_betas),
+            "eps": self.cfg.adam_eps,
+            "weight_decay": self.cfg.weight_decay,
+        }
 
     @property
     def supports_flat_params(self):

@@ -14,6 +14,7 @@ No back-pointers are stored: the tree is recovered top-down by recomputing, for 
 and span, the candidates (unary chain or not; rule and split) and taking the best, which finds a
 derivation with the chart's score.
 """
+
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -29,8 +30,7 @@ def _close(block: np.ndarray, grammar: Grammar) -> np.ndarray:
         return block
     through = block[:, closure.left] + closure.logp  # (m, closure pairs)
     out = block.copy()
-    out[:, closure.parents] = np.maximum(out[:, closure.parents],
-                                         np.maximum.reduceat(through, closure.starts, axis=1))
+    out[:, closure.parents] = np.maximum(out[:, closure.parents], np.maximum.reduceat(through, closure.starts, axis=1))
     return out
 
 
@@ -55,9 +55,10 @@ class Chart:
         rules, m = self.grammar.binary, self.n - length + 1
         best = np.full((m, len(rules.parent)), -np.inf)  # (m, R)
         for a in range(1, length):
-            left, right = self.inside[a][:m], self.inside[length - a][a:a + m]
-            live = np.flatnonzero(self._finite[a][:m].any(0)[rules.left] &
-                                  self._finite[length - a][a:a + m].any(0)[rules.right])
+            left, right = self.inside[a][:m], self.inside[length - a][a : a + m]
+            live = np.flatnonzero(
+                self._finite[a][:m].any(0)[rules.left] & self._finite[length - a][a : a + m].any(0)[rules.right]
+            )
             if len(live):
                 s = np.take(left, rules.left[live], axis=1)  # (m, live rules)
                 s += np.take(right, rules.right[live], axis=1)
@@ -94,14 +95,23 @@ class Chart:
         if length == 1:
             return Tree(g.symbols[symbol], word=words[i])
         split, rule = self._best_split(i, length, symbol)
-        kids = [self._node(i, split, int(g.binary.left[rule]), words, True),
-                self._node(i + split, length - split, int(g.binary.right[rule]), words, True)]
+        kids = [
+            self._node(i, split, int(g.binary.left[rule]), words, True),
+            self._node(i + split, length - split, int(g.binary.right[rule]), words, True),
+        ]
         return Tree(g.symbols[symbol], kids)
 
     def _best_split(self, i: int, length: int, symbol: int) -> Tuple[int, int]:
         rules = self.grammar.binary
         rows = rules.of(symbol)
-        scores = np.stack([self.inside[a][i, rules.left[rows]] + self.inside[length - a][i + a, rules.right[rows]]
-                           for a in range(1, length)]) + rules.logp[rows]  # (splits, rules of symbol)
+        scores = (
+            np.stack(
+                [
+                    self.inside[a][i, rules.left[rows]] + self.inside[length - a][i + a, rules.right[rows]]
+                    for a in range(1, length)
+                ]
+            )
+            + rules.logp[rows]
+        )  # (splits, rules of symbol)
         a, r = np.unravel_index(int(scores.argmax()), scores.shape)
         return int(a) + 1, rows.start + int(r)

@@ -5,6 +5,7 @@ Splits are chosen by WSJ file number (wsj_SSNN.mrg: section SS). The standard sp
 02-21 train, 22 valid, 23 test; the NLTK sample (wsj_0001-0179) has no sections beyond 00-01, so
 its development split is by file number (e.g. 1-159 / 160-169 / 170-179).
 """
+
 import re
 from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Tuple
@@ -28,16 +29,19 @@ def parse_ranges(spec: Iterable[str]) -> Dict[str, Tuple[int, int]]:
             raise ValueError(f"bad split {item!r}: write it as train=1-159 (WSJ file numbers, inclusive)")
         split, first, last = m.group(1), int(m.group(2)), int(m.group(3))
         if split in ranges:
-            raise ValueError(f"the {split} split is given twice ({split}={ranges[split][0]}-{ranges[split][1]} and "
-                             f"{item}): give each split once")
+            raise ValueError(
+                f"the {split} split is given twice ({split}={ranges[split][0]}-{ranges[split][1]} and "
+                f"{item}): give each split once"
+            )
         if first > last:
-            raise ValueError(f"bad split {item!r}: the range ends before it starts; write it as "
-                             f"{split}={last}-{first}")
+            raise ValueError(f"bad split {item!r}: the range ends before it starts; write it as {split}={last}-{first}")
         for other, (a, b) in ranges.items():
             if first <= b and a <= last:
-                raise ValueError(f"the {other} and {split} splits overlap ({other}={a}-{b} and {item} share files "
-                                 f"{max(a, first)}-{min(b, last)}), so the same trees would be in both: give "
-                                 "ranges that do not share files")
+                raise ValueError(
+                    f"the {other} and {split} splits overlap ({other}={a}-{b} and {item} share files "
+                    f"{max(a, first)}-{min(b, last)}), so the same trees would be in both: give "
+                    "ranges that do not share files"
+                )
         ranges[split] = (first, last)
     return ranges
 
@@ -61,8 +65,12 @@ def linearized_split(files: Sequence[Path], target_words: bool = False):
                 yield words, target, tree_to_str(gold), gold.tags()
 
 
-def score_predictions(predictions: Sequence[Sequence[str]], words: Sequence[Sequence[str]],
-                      gold_lines: Sequence[str], tags: Sequence[Sequence[str]]):
+def score_predictions(
+    predictions: Sequence[Sequence[str]],
+    words: Sequence[Sequence[str]],
+    gold_lines: Sequence[str],
+    tags: Sequence[Sequence[str]],
+):
     """Repair each predicted bracket sequence into a tree over its words (every token that is not a
     bracket is a word slot, XX or a word alike, filled with the gold words), put the gold POS tags
     back (EVALB finds punctuation by its tag), and score with EVALB's COLLINS.prm rules.
@@ -76,8 +84,8 @@ def score_predictions(predictions: Sequence[Sequence[str]], words: Sequence[Sequ
     return evaluate_lines(list(gold_lines), lines), repaired, lines
 
 
-def right_branching_baseline(words: Sequence[Sequence[str]], gold_lines: Sequence[str],
-                             tags: Sequence[Sequence[str]]):
-    lines = [tree_to_str(replace_tags(right_branching_tree(list(ws)), ts))
-             for ws, ts in zip(words, tags, strict=False)]  # strict=False: as in score_predictions
+def right_branching_baseline(words: Sequence[Sequence[str]], gold_lines: Sequence[str], tags: Sequence[Sequence[str]]):
+    lines = [
+        tree_to_str(replace_tags(right_branching_tree(list(ws)), ts)) for ws, ts in zip(words, tags, strict=False)
+    ]  # strict=False: as in score_predictions
     return evaluate_lines(list(gold_lines), lines)

@@ -22,6 +22,7 @@ text that makes evalb.c loop or read out of bounds (a stray ``)``, a word
 outside a bracket, ``(NP a b)``) raises ``EvalbError`` at once; DEBUG output
 is not produced.
 """
+
 import math
 import re
 import warnings
@@ -59,8 +60,13 @@ class Params:
 
 
 COLLINS = Params()
-_LISTS = {"DELETE_LABEL": "delete_labels", "DELETE_LABEL_FOR_LENGTH": "delete_labels_for_length",
-          "QUOTE_LABEL": "quote_labels", "EQ_LABEL": "eq_labels", "EQ_WORD": "eq_words"}
+_LISTS = {
+    "DELETE_LABEL": "delete_labels",
+    "DELETE_LABEL_FOR_LENGTH": "delete_labels_for_length",
+    "QUOTE_LABEL": "quote_labels",
+    "EQ_LABEL": "eq_labels",
+    "EQ_WORD": "eq_words",
+}
 _INTS = {"MAX_ERROR": "max_error", "CUTOFF_LEN": "cutoff_len", "LABELED": "labeled"}
 
 
@@ -78,7 +84,7 @@ def read_params(path) -> Params:
         if line.startswith("#") or len(line) < 3:
             continue
         key = "" if line[0] in WHITESPACE else line.split(None, 1)[0]
-        value = line[len(key):].lstrip(WHITESPACE)
+        value = line[len(key) :].lstrip(WHITESPACE)
         if key in _LISTS and key.startswith("EQ_"):
             if len(value.split()) != 2:
                 warnings.warn(f"{key} requires two values", stacklevel=2)
@@ -134,7 +140,7 @@ def _read(line: str, params: Params, errors: List[str]) -> _Sentence:
             p += 1
         elif line[p] == "(":
             p, label = _scan(line, p + 1)
-            if p == len(line) or line[p] in WHITESPACE:   # fgets keeps the "\n"
+            if p == len(line) or line[p] in WHITESPACE:  # fgets keeps the "\n"
                 q = p
                 while q < len(line) and line[q] in WHITESPACE:
                     q += 1
@@ -155,7 +161,7 @@ def _read(line: str, params: Params, errors: List[str]) -> _Sentence:
             sent.brackets[stack.pop()].end = len(sent.terminals)
             p += 1
         else:
-            raise EvalbError(f"Reading sentence: text outside brackets at {line[p:p + 20]!r}")
+            raise EvalbError(f"Reading sentence: text outside brackets at {line[p : p + 20]!r}")
     if stack:
         errors.append("Bracketing is unbalanced (too many open bracket)")
     return sent
@@ -185,7 +191,7 @@ def _fix_quotes(gold: _Sentence, test: _Sentence, deleted: Sequence[str]) -> Non
 
 def _reinsert(quote: _Quote, sent: _Sentence, later: List[_Quote]) -> None:
     sent.terminals.insert(quote.index, (quote.word, quote.label))
-    for bracket in sent.brackets[quote.bracket:]:
+    for bracket in sent.brackets[quote.bracket :]:
         bracket.start += 1
         bracket.end += 1
     for k in quote.ends:
@@ -234,8 +240,7 @@ class SentenceResult:
         return 100.0 * self.matched / self.test if self.test else 0.0
 
 
-def score_sentence(gold_line: str, test_line: str, line: int = 1,
-                   params: Params = COLLINS) -> SentenceResult:
+def score_sentence(gold_line: str, test_line: str, line: int = 1, params: Params = COLLINS) -> SentenceResult:
     """evalb.c's read_line (both sides) and calc_result for one sentence pair."""
     errors: List[str] = []
     gold, test = _read(gold_line, params, errors), _read(test_line, params, errors)
@@ -270,17 +275,20 @@ def _compare(gold: _Sentence, test: _Sentence, params: Params, result: SentenceR
         if g.result == 5:
             continue
         for t in test.brackets:
-            if (t.result == 0 and (g.start, g.end) == (t.start, t.end)
-                    and (not params.labeled or params.label_eq(g.label, t.label))):
+            if (
+                t.result == 0
+                and (g.start, g.end) == (t.start, t.end)
+                and (not params.labeled or params.label_eq(g.label, t.label))
+            ):
                 g.result = t.result = 1
                 result.matched += 1
                 break
     kept = [g for g in gold.brackets if g.result != 5]
-    result.crossing = sum(any(_crosses(g, t) for g in kept)
-                          for t in test.brackets if t.result != 5)
+    result.crossing = sum(any(_crosses(g, t) for g in kept) for t in test.brackets if t.result != 5)
     result.words = len(gold.terminals)
-    result.correct_tags = sum(params.label_eq(a, b) for (_, a), (_, b)
-                              in zip(gold.terminals, test.terminals, strict=True))
+    result.correct_tags = sum(
+        params.label_eq(a, b) for (_, a), (_, b) in zip(gold.terminals, test.terminals, strict=True)
+    )
 
 
 def _crosses(g: _Bracket, t: _Bracket) -> bool:
@@ -346,8 +354,10 @@ class Totals:
 
 def summary(split: str, n: int, t: "Totals") -> str:
     """The one-line F1 summary parse_eval.py and pcfg_baseline.py print for SPLIT's n sentences."""
-    return (f"EVALB (COLLINS.prm) on {split}, {n} sentences ({t.valid} valid): F1 {t.fmeasure:.2f} "
-            f"(recall {t.recall:.2f}, precision {t.precision:.2f}, complete match {t.per_valid(t.complete):.2f})")
+    return (
+        f"EVALB (COLLINS.prm) on {split}, {n} sentences ({t.valid} valid): F1 {t.fmeasure:.2f} "
+        f"(recall {t.recall:.2f}, precision {t.precision:.2f}, complete match {t.per_valid(t.complete):.2f})"
+    )
 
 
 @dataclass
@@ -358,20 +368,19 @@ class EvalbResult:
     cut: Totals
 
 
-def evaluate_lines(gold_lines: Sequence[str], test_lines: Sequence[str],
-                   params: Params = COLLINS) -> EvalbResult:
+def evaluate_lines(gold_lines: Sequence[str], test_lines: Sequence[str], params: Params = COLLINS) -> EvalbResult:
     """Score line i of the test file against line i of the gold file, as evalb.c does."""
     if len(gold_lines) != len(test_lines):
-        raise EvalbError(f"number of lines unmatch: {len(gold_lines)} gold, "
-                         f"{len(test_lines)} test")
+        raise EvalbError(f"number of lines unmatch: {len(gold_lines)} gold, {len(test_lines)} test")
     result = EvalbResult([], params, Totals(), Totals())
     error_count = 0
     for number, (gold, test) in enumerate(zip(gold_lines, test_lines, strict=True), 1):
         row = score_sentence(gold, test, number, params)
         for message in row.errors:
             if error_count > params.max_error:
-                raise EvalbError(f"line {number}: {message} (over MAX_ERROR="
-                                 f"{params.max_error} errors; evalb stops here)")
+                raise EvalbError(
+                    f"line {number}: {message} (over MAX_ERROR={params.max_error} errors; evalb stops here)"
+                )
             error_count += 1
         result.sentences.append(row)
         result.all.add(row)
@@ -399,36 +408,48 @@ def _f(value: float) -> str:
 def format_sentence(r: SentenceResult) -> str:
     """One row of evalb.c's table."""
     tags = 100.0 * r.correct_tags / r.words if r.words else 0.0
-    return (f"{r.line:4d}  {r.length:3d}    {r.status}  {_f(r.recall)} {_f(r.precision)}   "
-            f"{r.matched:3d}    {r.gold:3d}  {r.test:3d}    {r.crossing:3d}   "
-            f"{r.words:4d}  {r.correct_tags:4d}   {_f(tags)}")
+    return (
+        f"{r.line:4d}  {r.length:3d}    {r.status}  {_f(r.recall)} {_f(r.precision)}   "
+        f"{r.matched:3d}    {r.gold:3d}  {r.test:3d}    {r.crossing:3d}   "
+        f"{r.words:4d}  {r.correct_tags:4d}   {_f(tags)}"
+    )
 
 
 def _summary(t: Totals, title: str) -> List[str]:
-    rows = [("Number of sentence", f"{t.sentences:6d}"),
-            ("Number of Error sentence", f"{t.errors:6d}"),
-            ("Number of Skip  sentence", f"{t.skipped:6d}"),
-            ("Number of Valid sentence", f"{t.valid:6d}"),
-            ("Bracketing Recall", _f(t.recall)), ("Bracketing Precision", _f(t.precision)),
-            ("Bracketing FMeasure", _f(t.fmeasure)),
-            ("Complete match", _f(t.per_valid(t.complete))),
-            ("Average crossing", _f(t.per_valid(t.crossing, 1.0))),
-            ("No crossing", _f(t.per_valid(t.no_crossing))),
-            ("2 or less crossing", _f(t.per_valid(t.two_or_less))),
-            ("Tagging accuracy", _f(t.tagging_accuracy))]
+    rows = [
+        ("Number of sentence", f"{t.sentences:6d}"),
+        ("Number of Error sentence", f"{t.errors:6d}"),
+        ("Number of Skip  sentence", f"{t.skipped:6d}"),
+        ("Number of Valid sentence", f"{t.valid:6d}"),
+        ("Bracketing Recall", _f(t.recall)),
+        ("Bracketing Precision", _f(t.precision)),
+        ("Bracketing FMeasure", _f(t.fmeasure)),
+        ("Complete match", _f(t.per_valid(t.complete))),
+        ("Average crossing", _f(t.per_valid(t.crossing, 1.0))),
+        ("No crossing", _f(t.per_valid(t.no_crossing))),
+        ("2 or less crossing", _f(t.per_valid(t.two_or_less))),
+        ("Tagging accuracy", _f(t.tagging_accuracy)),
+    ]
     return ["", title] + [f"{name:<26}= {value}" for name, value in rows]
 
 
 def format_report(result: EvalbResult) -> str:
     """evalb.c's standard output, byte for byte (header, rows, totals, summary)."""
-    lines = ["  Sent.                        Matched  Bracket   Cross        Correct Tag",
-             " ID  Len.  Stat. Recal  Prec.  Bracket gold test Bracket Words  Tags Accracy",
-             RULE] + [format_sentence(r) for r in result.sentences] + [RULE]
+    lines = (
+        [
+            "  Sent.                        Matched  Bracket   Cross        Correct Tag",
+            " ID  Len.  Stat. Recal  Prec.  Bracket gold test Bracket Words  Tags Accracy",
+            RULE,
+        ]
+        + [format_sentence(r) for r in result.sentences]
+        + [RULE]
+    )
     t = result.all
     total = ""
     if t.gold > 0 and t.test > 0:
-        total = (f"                {_f(t.recall)} {_f(t.precision)} {t.matched:6d} {t.gold:5d} "
-                 f"{t.test:5d}  {t.crossing:5d}")
+        total = (
+            f"                {_f(t.recall)} {_f(t.precision)} {t.matched:6d} {t.gold:5d} {t.test:5d}  {t.crossing:5d}"
+        )
     lines.append(total + f"  {t.words:5d} {t.correct_tags:5d}   {_f(t.tagging_accuracy)}")
     lines.append("=== Summary ===")
     lines += _summary(t, "-- All --")

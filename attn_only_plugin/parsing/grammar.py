@@ -19,6 +19,7 @@ stripped), so the grammar sees what EVALB and the Transformer see. Symbols are s
 Unary rules (``X -> Y``, ``TOP -> X``) are kept and parsed through their max-product closure
 (``unary_closure``). The lexicon is in ``lexicon.py``, the parser in ``cky.py``.
 """
+
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
@@ -47,8 +48,10 @@ def _binarize(node: Tree, parent: str, v: int, h: int) -> Tree:
     if node.is_preterminal:
         return Tree(node.label, word=node.word)
     if any(mark in node.label for mark in _RESERVED) or not node.label:
-        raise ValueError(f"phrase label {node.label!r} is empty or holds one of {' '.join(_RESERVED)}, which "
-                         "the grammar's symbols use: rename it in the treebank")
+        raise ValueError(
+            f"phrase label {node.label!r} is empty or holds one of {' '.join(_RESERVED)}, which "
+            "the grammar's symbols use: rename it in the treebank"
+        )
     label = _annotated(node.label, parent, v)
     kids = [_binarize(child, node.label, v, h) for child in node.children]
     return Tree(label, _factor(label, kids, [child.label for child in node.children], h))
@@ -60,7 +63,7 @@ def _factor(label: str, kids: List[Tree], plain: List[str], h: int) -> List[Tree
         return kids
 
     def name(k: int) -> str:  # the intermediate after the first k children
-        return f"@{label}<{' '.join(plain[max(0, k - h):k])}>"
+        return f"@{label}<{' '.join(plain[max(0, k - h) : k])}>"
 
     node = Tree(name(len(kids) - 2), kids[-2:])
     for k in range(len(kids) - 3, 0, -1):
@@ -106,8 +109,14 @@ class Rules:
         parent = np.array(columns[0], dtype=np.int64)
         right = np.array(columns[2], dtype=np.int64) if len(columns) == 4 else np.zeros(0, np.int64)
         parents, starts = np.unique(parent, return_index=True)
-        return cls(parent, np.array(columns[1], dtype=np.int64), right, np.array(columns[-1], dtype=np.float64),
-                   parents, starts)
+        return cls(
+            parent,
+            np.array(columns[1], dtype=np.int64),
+            right,
+            np.array(columns[-1], dtype=np.float64),
+            parents,
+            starts,
+        )
 
     def of(self, parent: int) -> slice:
         """The rows of ``parent``'s rules."""
@@ -180,10 +189,10 @@ def unary_closure(n_symbols: int, unary: Rules):
     a, b = local[unary.parent], local[unary.left]
     best[a, b], hop[a, b] = unary.logp, b
     for m in range(k):
-        through = best[:, m:m + 1] + best[m:m + 1, :]  # (k, k): a -> m -> b
+        through = best[:, m : m + 1] + best[m : m + 1, :]  # (k, k): a -> m -> b
         better = through > best
         best = np.where(better, through, best)
-        hop = np.where(better, hop[:, m:m + 1], hop)
+        hop = np.where(better, hop[:, m : m + 1], hop)
     np.fill_diagonal(best, -np.inf)
     a, b = np.nonzero(np.isfinite(best))
     pairs = list(zip(involved[a].tolist(), involved[b].tolist(), strict=False))

@@ -17,14 +17,35 @@ Departure, stated outright: the unseen-word mass is not taken out of the seen wo
 sums to more than 1 over seen and unseen words; for parsing a given sentence only the ratios
 across tags of each word's factor matter, and those are the estimates above.
 """
+
 from collections import defaultdict
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
 # Common English suffixes, longest first; "s" only where it is not "ss", "us" or "is".
-SUFFIXES = ("ment", "ness", "able", "ible", "ing", "ion", "ity", "ive", "ous", "ful", "ist", "est",
-            "ed", "ly", "er", "al", "ic", "en", "s", "y")
+SUFFIXES = (
+    "ment",
+    "ness",
+    "able",
+    "ible",
+    "ing",
+    "ion",
+    "ity",
+    "ive",
+    "ous",
+    "ful",
+    "ist",
+    "est",
+    "ed",
+    "ly",
+    "er",
+    "al",
+    "ic",
+    "en",
+    "s",
+    "y",
+)
 
 
 def signature(word: str, initial: bool = False) -> str:

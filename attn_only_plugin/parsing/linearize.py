@@ -26,6 +26,7 @@ bracket closes the innermost open one whatever its label, missing word slots
 are appended to the innermost open bracket at the end, surplus slots dropped,
 empty brackets removed, and several top-level pieces are joined under ``S``.
 """
+
 from typing import List, Sequence, Tuple
 
 from .ptb import Tree
@@ -67,9 +68,11 @@ def linearize(tree: Tree, target_words: bool = False) -> Tuple[List[str], List[s
     if target_words:
         clash = next((w for w in tree.words() if w == PLACEHOLDER or not is_word_slot(w)), None)
         if clash is not None:
-            raise ValueError(f"the word {clash!r} would read as a bracket or as the {PLACEHOLDER} placeholder in a "
-                             f"target with words (sentence {' '.join(tree.words()[:8])!r}...): escape it as the "
-                             "treebank escapes brackets (-LRB-), or linearize without --target-words")
+            raise ValueError(
+                f"the word {clash!r} would read as a bracket or as the {PLACEHOLDER} placeholder in a "
+                f"target with words (sentence {' '.join(tree.words()[:8])!r}...): escape it as the "
+                "treebank escapes brackets (-LRB-), or linearize without --target-words"
+            )
     return tree.words(), _tokens(tree, target_words)
 
 

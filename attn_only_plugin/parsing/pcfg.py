@@ -12,6 +12,7 @@ The defaults v=2, h=2, rare=3 (lexicon.py) are the settings the valid split (wsj
 NLTK WSJ sample picks (docs/parsing.md). When the grammar derives no tree for a sentence,
 ``parse`` returns the right-branching tree and says so (the caller counts them).
 """
+
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
@@ -59,8 +60,7 @@ class PCFGParser:
         """Log probability of a plain tree under the grammar and lexicon (-inf if it uses a rule or
         emission the model lacks); tags_only scores it as ``parse(words, tags)`` does."""
         binary = binarize(tree, self.grammar.v, self.grammar.h)
-        emissions = (self.lexicon.gold(tree.tags()) if tags_only else self.lexicon.scores(tree.words()))
+        emissions = self.lexicon.gold(tree.tags()) if tags_only else self.lexicon.scores(tree.words())
         column = {t: i for i, t in enumerate(self.lexicon.tags)}
         total = sum(emissions[i, column[t]] if t in column else -np.inf for i, t in enumerate(tree.tags()))
-        return total + sum(self.grammar.rule_logp(lhs, rhs) * n
-                           for (lhs, *rhs), n in count_rules([binary])[0].items())
+        return total + sum(self.grammar.rule_logp(lhs, rhs) * n for (lhs, *rhs), n in count_rules([binary])[0].items())

@@ -5,6 +5,7 @@ over many lines and wrapped in an unlabelled top bracket ``( (S ...) )``.
 The unlabelled top bracket is dropped when it has a single child (it carries
 no information); otherwise it is kept as a node with the empty label.
 """
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,16 +103,14 @@ def _split_trees(text: str, path: str) -> List[tuple]:
         elif char == ")":
             depth -= 1
             if depth < 0:
-                raise ValueError(f"{path}: after tree {number} (line {line_no}): "
-                                 f"unbalanced brackets (too many ')')")
+                raise ValueError(f"{path}: after tree {number} (line {line_no}): unbalanced brackets (too many ')')")
             if depth == 0:
-                pieces.append((text[start:index + 1], start_line))
+                pieces.append((text[start : index + 1], start_line))
         elif depth == 0 and not char.isspace():
             word = text[index:].split()[0]
             raise ValueError(f"{path}: line {line_no}: text {word!r} outside any tree")
     if depth > 0:
-        raise ValueError(f"{path}: tree {number} (line {start_line}): "
-                         f"unbalanced brackets (too many '(')")
+        raise ValueError(f"{path}: tree {number} (line {start_line}): unbalanced brackets (too many '(')")
     return pieces
 
 
@@ -121,8 +120,12 @@ def read_trees(path) -> List[Tree]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        line = e.object[:e.start].count(b"\n") + 1
-        raise ValueError(f"{path}: line {line}: not UTF-8 text (byte 0x{e.object[e.start]:02x}): convert the "
-                         "file to UTF-8 first, e.g. iconv -f latin1 -t utf-8") from None
-    return [parse_tree(piece, f"{path}: tree {n} (line {line})")
-            for n, (piece, line) in enumerate(_split_trees(text, path), 1)]
+        line = e.object[: e.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}: line {line}: not UTF-8 text (byte 0x{e.object[e.start]:02x}): convert the "
+            "file to UTF-8 first, e.g. iconv -f latin1 -t utf-8"
+        ) from None
+    return [
+        parse_tree(piece, f"{path}: tree {n} (line {line})")
+        for n, (piece, line) in enumerate(_split_trees(text, path), 1)
+    ]

@@ -31,6 +31,7 @@ fairseq's seeded RNG, numpy_seed(--seed, update number, sentence id), so a run i
 resumes with the same draws whatever the batching or --num-workers; validation and generation see
 the words unchanged.
 """
+
 import math
 from dataclasses import dataclass, field
 from typing import Dict, List
@@ -60,25 +61,32 @@ class TreeConstraints:
         # "(L" -> id of ")L"; an opening bracket whose closing one is not in the dictionary could
         # never be closed, so it is never allowed.
         self.close_of: Dict[int, int] = {
-            index: symbols[")" + symbol[1:]] for symbol, index in symbols.items()
-            if symbol.startswith("(") and len(symbol) > 1 and ")" + symbol[1:] in symbols}
+            index: symbols[")" + symbol[1:]]
+            for symbol, index in symbols.items()
+            if symbol.startswith("(") and len(symbol) > 1 and ")" + symbol[1:] in symbols
+        }
         if self.xx == tgt_dict.unk() and not self.close_of:
-            raise PluginError(f"--constrain-trees: the target dictionary has no {PLACEHOLDER} and no brackets such as "
-                              "(S / )S, so this is not a parsing data-bin (make one with scripts/prepare_ptb.py and "
-                              "fairseq-preprocess)")
+            raise PluginError(
+                f"--constrain-trees: the target dictionary has no {PLACEHOLDER} and no brackets such as "
+                "(S / )S, so this is not a parsing data-bin (make one with scripts/prepare_ptb.py and "
+                "fairseq-preprocess)"
+            )
         self.copy = self.xx == tgt_dict.unk()  # no XX: the words themselves fill the slots
         self.opens: List[int] = sorted(self.close_of)
         # target ids a word slot may never take: brackets and the specials but <unk>
-        self.not_words = set(self.close_of) | set(self.close_of.values()) | {
-            tgt_dict.bos(), tgt_dict.pad(), tgt_dict.eos()}
+        self.not_words = (
+            set(self.close_of) | set(self.close_of.values()) | {tgt_dict.bos(), tgt_dict.pad(), tgt_dict.eos()}
+        )
         self.slots: Dict[int, List[int]] = {}
         self.max_len = 0
 
     def set_batch(self, sentence_ids: List[int], src_tokens: torch.Tensor, max_len: int) -> None:
         """The batch's source tokens, (B, S), and the generator's output length limit."""
         specials = {self.src_dict.pad(), self.src_dict.eos(), self.src_dict.bos()}
-        self.slots = {i: [self.slot_token(t) for t in row if t not in specials]
-                      for i, row in zip(sentence_ids, src_tokens.tolist(), strict=True)}
+        self.slots = {
+            i: [self.slot_token(t) for t in row if t not in specials]
+            for i, row in zip(sentence_ids, src_tokens.tolist(), strict=True)
+        }
         self.max_len = max_len
 
     def slot_token(self, source_token: int) -> int:
@@ -134,17 +142,25 @@ class TreeConstrainedBeamSearch(BeamSearch):
         super().__init__(tgt_dict)
         self.constraints = constraints
 
-    def step(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None,
-             candidate_multiple: int = 2):
+    def step(
+        self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None, candidate_multiple: int = 2
+    ):
         bsz, beam_size, vocab_size = lprobs.size()  # (B, beam, V)
         sentence_ids = original_batch_idxs.repeat_interleave(beam_size).tolist()  # (B * beam,)
         mask = self.constraints.mask(lprobs.view(-1, vocab_size), prev_output_tokens, sentence_ids)
-        return super().step(step, lprobs + mask.view(bsz, beam_size, vocab_size), scores,
-                            prev_output_tokens, original_batch_idxs, candidate_multiple)
+        return super().step(
+            step,
+            lprobs + mask.view(bsz, beam_size, vocab_size),
+            scores,
+            prev_output_tokens,
+            original_batch_idxs,
+            candidate_multiple,
+        )
 
 
-def drop_words(src_tokens: torch.Tensor, sentence_ids: List[int], p: float, seed: int, update_num: int,
-               src_dict: Dictionary) -> torch.Tensor:
+def drop_words(
+    src_tokens: torch.Tensor, sentence_ids: List[int], p: float, seed: int, update_num: int, src_dict: Dictionary
+) -> torch.Tensor:
     """A copy of the (B, S) source batch in which each word (not a special symbol, not padding on
     either side) is <unk> with probability p. Sentence i draws one number per token from
     numpy_seed(seed, update_num, i), so its draws do not depend on the batch it is in."""
@@ -159,13 +175,21 @@ def drop_words(src_tokens: torch.Tensor, sentence_ids: List[int], p: float, seed
 
 @dataclass
 class ParsingConfig(PaperTranslationConfig):
-    constrain_trees: bool = field(default=False, metadata={
-        "help": "beam search extends hypotheses only into well-formed trees over exactly the "
-                "input words (not in the paper; see tasks/constituency_parsing.py)"})
-    word_dropout: float = field(default=0.0, metadata={
-        "help": "in training only, replace each source word by <unk> with this probability, in [0, 1) (not in "
-                "the paper, which trains with 0, the default; a regularizer for small parsing data, see "
-                "tasks/constituency_parsing.py)"})
+    constrain_trees: bool = field(
+        default=False,
+        metadata={
+            "help": "beam search extends hypotheses only into well-formed trees over exactly the "
+            "input words (not in the paper; see tasks/constituency_parsing.py)"
+        },
+    )
+    word_dropout: float = field(
+        default=0.0,
+        metadata={
+            "help": "in training only, replace each source word by <unk> with this probability, in [0, 1) (not in "
+            "the paper, which trains with 0, the default; a regularizer for small parsing data, see "
+            "tasks/constituency_parsing.py)"
+        },
+    )
     seed: int = II("common.seed")
 
 
@@ -176,27 +200,40 @@ class ConstituencyParsingTask(PaperTranslationTask):
 
     def __init__(self, cfg: ParsingConfig, src_dict: Dictionary, tgt_dict: Dictionary):
         if not 0.0 <= cfg.word_dropout < 1.0:
-            raise PluginError(f"--word-dropout {cfg.word_dropout} is not a probability in [0, 1): give e.g. 0.1 "
-                              "(0 turns it off)")
+            raise PluginError(
+                f"--word-dropout {cfg.word_dropout} is not a probability in [0, 1): give e.g. 0.1 (0 turns it off)"
+            )
         super().__init__(cfg, src_dict, tgt_dict)
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         if self.cfg.word_dropout > 0:
-            net_input = dict(sample["net_input"], src_tokens=drop_words(
-                sample["net_input"]["src_tokens"], sample["id"].tolist(), self.cfg.word_dropout, self.cfg.seed,
-                update_num, self.src_dict))
+            net_input = dict(
+                sample["net_input"],
+                src_tokens=drop_words(
+                    sample["net_input"]["src_tokens"],
+                    sample["id"].tolist(),
+                    self.cfg.word_dropout,
+                    self.cfg.seed,
+                    update_num,
+                    self.src_dict,
+                ),
+            )
             sample = dict(sample, net_input=net_input)  # a copy: a retried step draws the same again
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
-        generator = super().build_generator(models, args, seq_gen_cls=seq_gen_cls,
-                                            extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs)
+        generator = super().build_generator(
+            models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs
+        )
         if self.cfg.constrain_trees:
             if type(generator.search) is not BeamSearch:
-                raise PluginError("--constrain-trees works with plain beam search: drop --sampling, "
-                                  "--diverse-beam-groups, --constraints and the like")
+                raise PluginError(
+                    "--constrain-trees works with plain beam search: drop --sampling, "
+                    "--diverse-beam-groups, --constraints and the like"
+                )
             generator.search = TreeConstrainedBeamSearch(
-                self.target_dictionary, TreeConstraints(self.target_dictionary, self.source_dictionary))
+                self.target_dictionary, TreeConstraints(self.target_dictionary, self.source_dictionary)
+            )
         return generator
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
@@ -204,8 +241,9 @@ class ConstituencyParsingTask(PaperTranslationTask):
         if isinstance(search, TreeConstrainedBeamSearch):  # this generator's own constraints
             src_lengths = sample["net_input"]["src_lengths"]  # words + the appended EOS
             # SequenceGenerator's own limit: EOS is forced at step max_len
-            max_len = min(int(generator.max_len_a * src_lengths.max().item() + generator.max_len_b),
-                          generator.max_len - 1)
+            max_len = min(
+                int(generator.max_len_a * src_lengths.max().item() + generator.max_len_b), generator.max_len - 1
+            )
             ids = sample["id"].tolist() if "id" in sample else list(range(len(src_lengths)))
             search.constraints.set_batch(ids, sample["net_input"]["src_tokens"], max_len)
         return super().inference_step(generator, models, sample, prefix_tokens, constraints)

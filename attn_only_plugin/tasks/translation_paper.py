@@ -8,6 +8,7 @@ lp(Y) = ((5 + |Y|) / 6)^alpha and rank finished hypotheses by log P(Y|X) / lp(Y)
 `--lenpen-style gnmt` gives the paper's penalty with alpha = --lenpen; the default keeps
 fairseq's. |Y| counts the end-of-sentence token in both (as tensor2tensor's beam search does).
 """
+
 from dataclasses import dataclass, field
 
 from fairseq.dataclass import ChoiceEnum
@@ -27,7 +28,7 @@ def gnmt_length_penalty(length, alpha: float):
 def rescale_for_gnmt(eos_scores: Tensor, length: int, alpha: float) -> Tensor:
     """fairseq's finalize step divides a finished hypothesis' summed log-probability by
     length^alpha; pre-multiplying by length^alpha / lp(length) leaves score / lp(length)."""
-    return eos_scores * (length ** alpha / gnmt_length_penalty(length, alpha))
+    return eos_scores * (length**alpha / gnmt_length_penalty(length, alpha))
 
 
 class GNMTSequenceGenerator(SequenceGenerator):
@@ -41,9 +42,13 @@ class GNMTSequenceGenerator(SequenceGenerator):
 
 @dataclass
 class PaperTranslationConfig(TranslationConfig):
-    lenpen_style: LENPEN_STYLES = field(default="fairseq", metadata={
-        "help": "'gnmt': rank hypotheses by logP / ((5+|Y|)/6)^alpha as the paper (section 6.1, "
-                "via [38]) with alpha = --lenpen; 'fairseq': logP / |Y|^alpha"})
+    lenpen_style: LENPEN_STYLES = field(
+        default="fairseq",
+        metadata={
+            "help": "'gnmt': rank hypotheses by logP / ((5+|Y|)/6)^alpha as the paper (section 6.1, "
+            "via [38]) with alpha = --lenpen; 'fairseq': logP / |Y|^alpha"
+        },
+    )
 
 
 @register_task("translation_paper", dataclass=PaperTranslationConfig)
@@ -51,8 +56,13 @@ class PaperTranslationTask(TranslationTask):
     """TranslationTask whose generator can apply the paper's (GNMT) length penalty."""
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
-        if str(self.cfg.lenpen_style) == "gnmt" and seq_gen_cls is None and not getattr(args, "sampling", False) \
-                and not getattr(args, "print_alignment", False):
+        if (
+            str(self.cfg.lenpen_style) == "gnmt"
+            and seq_gen_cls is None
+            and not getattr(args, "sampling", False)
+            and not getattr(args, "print_alignment", False)
+        ):
             seq_gen_cls = GNMTSequenceGenerator
-        return super().build_generator(models, args, seq_gen_cls=seq_gen_cls,
-                                       extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs)
+        return super().build_generator(
+            models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs
+        )

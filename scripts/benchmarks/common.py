@@ -10,7 +10,6 @@ Turns, not one model after the other: shared and virtual machines drift in speed
 within minutes, which one-after-the-other runs read as a difference between the models.
 """
 
-
 PRESETS = {  # d_model, d_ff, heads, layers, vocab
     "tiny": dict(d_model=64, d_ff=256, heads=4, layers=2, vocab=1000),
     "cpu": dict(d_model=512, d_ff=2048, heads=8, layers=6, vocab=8000),
@@ -37,22 +36,41 @@ def build_pair(shape, seed=0):
     import attn_only_plugin  # noqa: F401
     from attn_only_plugin.export.fairseq import fairseq_to_ours
     from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
+
     d = Dictionary()
     for i in range(shape["vocab"] - d.nspecial):
         d.add_symbol(f"w{i}")
     task = SimpleNamespace(source_dictionary=d, target_dictionary=d)
-    args = ap.Namespace(encoder_embed_dim=shape["d_model"], decoder_embed_dim=shape["d_model"],
-                        encoder_ffn_embed_dim=shape["d_ff"], decoder_ffn_embed_dim=shape["d_ff"],
-                        encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"],
-                        encoder_layers=shape["layers"], decoder_layers=shape["layers"], encoder_learned_pos=True,
-                        decoder_learned_pos=True, share_all_embeddings=True, dropout=0.1,
-                        max_source_positions=256, max_target_positions=256)
+    args = ap.Namespace(
+        encoder_embed_dim=shape["d_model"],
+        decoder_embed_dim=shape["d_model"],
+        encoder_ffn_embed_dim=shape["d_ff"],
+        decoder_ffn_embed_dim=shape["d_ff"],
+        encoder_attention_heads=shape["heads"],
+        decoder_attention_heads=shape["heads"],
+        encoder_layers=shape["layers"],
+        decoder_layers=shape["layers"],
+        encoder_learned_pos=True,
+        decoder_learned_pos=True,
+        share_all_embeddings=True,
+        dropout=0.1,
+        max_source_positions=256,
+        max_target_positions=256,
+    )
     base_architecture(args)
     torch.manual_seed(seed)
     theirs = TransformerModel.build_model(args, task)
-    cfg = TransformerConfig(encoder_layers=shape["layers"], decoder_layers=shape["layers"], d_model=shape["d_model"],
-                            d_ff=shape["d_ff"], heads=shape["heads"], dropout=0.1, learned_pos=True,
-                            max_source_positions=256, max_target_positions=256)
+    cfg = TransformerConfig(
+        encoder_layers=shape["layers"],
+        decoder_layers=shape["layers"],
+        d_model=shape["d_model"],
+        d_ff=shape["d_ff"],
+        heads=shape["heads"],
+        dropout=0.1,
+        learned_pos=True,
+        max_source_positions=256,
+        max_target_positions=256,
+    )
     ours = AttnOnlyTransformer.build_model(cfg, task)
     ours.load_state_dict(fairseq_to_ours(theirs.state_dict(), d.pad()))
     return theirs, ours, d
@@ -63,6 +81,7 @@ def make_batches(d, n_batches, batch_size, seed=1, batching="random"):
     source; "sorted" (what fairseq's length-sorted batching gives): one source length per batch,
     targets of that length +-25%."""
     import torch
+
     g = torch.Generator().manual_seed(seed)
 
     def words(n):
@@ -81,7 +100,7 @@ def make_batches(d, n_batches, batch_size, seed=1, batching="random"):
         src = torch.full((batch_size, S), d.pad())
         tgt = torch.full((batch_size, T), d.pad())
         for b, (w, t) in enumerate(zip(sources, targets, strict=False)):
-            src[b, S - len(w) - 1:] = torch.cat([w, torch.tensor([d.eos()])])  # left-padded
+            src[b, S - len(w) - 1 :] = torch.cat([w, torch.tensor([d.eos()])])  # left-padded
             tgt[b, : len(t) + 1] = torch.cat([t, torch.tensor([d.eos()])])  # right-padded
         prev = torch.cat([torch.full((batch_size, 1), d.eos()), tgt[:, :-1]], dim=1)  # eos moved to the front
         prev[tgt == d.pad()] = d.pad()
@@ -92,8 +111,10 @@ def make_batches(d, n_batches, batch_size, seed=1, batching="random"):
 
 def pad_share(batches, pad):
     """Share of pad positions in the sources and in the targets."""
-    return {side: sum(int(b[side].eq(pad).sum()) for b in batches) / sum(b[side].numel() for b in batches)
-            for side in ("src", "tgt")}
+    return {
+        side: sum(int(b[side].eq(pad).sum()) for b in batches) / sum(b[side].numel() for b in batches)
+        for side in ("src", "tgt")
+    }
 
 
 def device_batches(d, device, batch_size, batching):
@@ -104,6 +125,7 @@ def device_batches(d, device, batch_size, batching):
 def synchronizer(device):
     """A function that waits for the device's queued work (timings on a GPU), a no-op on a CPU."""
     import torch
+
     return torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
 

@@ -6,6 +6,7 @@ produce identical hypotheses. In the same turns our model exported to CTranslate
 fairseq-generate's settings through load_ctranslate2, inter_threads 1 and intra_threads = torch's
 threads, and how many of its hypotheses are the built-in's (--no-ctranslate2 leaves it out).
 """
+
 import importlib
 import statistics
 import time
@@ -24,6 +25,7 @@ def ctranslate2_decoders(model, d, device, half, folder):
     from attn_only_plugin.api.hub_ctranslate2 import load_ctranslate2
     from attn_only_plugin.export.ctranslate2 import build_spec, model_info, save_spec
     from attn_only_plugin.models.transformer import full_config
+
     cfg = full_config(model.cfg)
     state = {k: v.float().cpu() for k, v in model.state_dict().items()}
     types = ("float16", "int8_float16") if half and device == "cuda" else ("float32", "int8")
@@ -31,13 +33,21 @@ def ctranslate2_decoders(model, d, device, half, folder):
     for kind in types:
         out = Path(folder) / kind
         save_spec(build_spec(cfg, state, d, d), out, None if kind == "float32" else kind, info=model_info(cfg))
-        mt = load_ctranslate2(out, device=device, compute_type=kind, inter_threads=1,
-                              intra_threads=torch.get_num_threads() if device == "cpu" else 0)
+        mt = load_ctranslate2(
+            out,
+            device=device,
+            compute_type=kind,
+            inter_threads=1,
+            intra_threads=torch.get_num_threads() if device == "cpu" else 0,
+        )
 
         def decode(src, mt=mt):
             rows = [[d[i] for i in row.tolist() if i not in (d.pad(), d.eos())] for row in src]  # (B,) word lists
-            return [[d.index(w) for w in tokens] + [d.eos()]
-                    for _, tokens, _ in mt.translate_tokens(rows, batch_size=len(rows))]
+            return [
+                [d.index(w) for w in tokens] + [d.eos()]
+                for _, tokens, _ in mt.translate_tokens(rows, batch_size=len(rows))
+            ]
+
         decoders[f"ct2_{kind}"] = decode
     return decoders
 
@@ -52,19 +62,31 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
 
     import torch
     from fairseq.sequence_generator import SequenceGenerator
+
     theirs, ours, d = build_pair(shape)
     models = {"fairseq": theirs, "ours": ours}
     models = {name: (m.half() if half else m).to(device).eval() for name, m in models.items()}
-    searches = {name: SequenceGenerator([m], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
-                for name, m in models.items()}
-    gens = {name: (lambda src, lengths, m=m, g=searches[name]:
-                   [h[0]["tokens"].tolist() for h in g.generate([m], {"net_input": {"src_tokens": src,
-                                                                                     "src_lengths": lengths}})])
-            for name, m in models.items()}
+    searches = {
+        name: SequenceGenerator([m], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
+        for name, m in models.items()
+    }
+    gens = {
+        name: (
+            lambda src, lengths, m=m, g=searches[name]: [
+                h[0]["tokens"].tolist()
+                for h in g.generate([m], {"net_input": {"src_tokens": src, "src_lengths": lengths}})
+            ]
+        )
+        for name, m in models.items()
+    }
     folder = tempfile.TemporaryDirectory(prefix="benchmark-ct2-")
     if ct2:
-        gens.update({name: (lambda src, lengths, f=f: f(src))
-                     for name, f in ctranslate2_decoders(ours, d, device, half, folder.name).items()})
+        gens.update(
+            {
+                name: (lambda src, lengths, f=f: f(src))
+                for name, f in ctranslate2_decoders(ours, d, device, half, folder.name).items()
+            }
+        )
     batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2, batching=batching)
     seconds = {name: [0.0] * repeats for name in gens}
     hyps = {name: [] for name in gens}

@@ -2,6 +2,7 @@
 CPU, CUDA max allocated on a GPU), a few training steps of the same batches; with
 --checkpoint-activations ours once more with its layers recomputed in the backward pass.
 """
+
 import resource
 
 from .common import build_pair, device_batches
@@ -11,6 +12,7 @@ from .training import optimizer_for, trainer
 def peak_memory(device):
     """This process's peak memory in MiB: CUDA max allocated, or the peak RSS on a CPU."""
     import torch
+
     if device == "cuda":
         return torch.cuda.max_memory_allocated() / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB (Linux reports KiB)
@@ -21,6 +23,7 @@ def train_memory(which, shape, device, amp, n_steps, batch_size, batching, optim
     n_steps steps (the process's peak RSS on a CPU, CUDA max allocated on a GPU); recompute:
     ours with --checkpoint-activations."""
     import torch
+
     theirs, ours, d = build_pair(shape)
     ours.encoder.recompute = ours.decoder.recompute = recompute
     model = (ours if which == "ours" else theirs).to(device).train()

@@ -2,6 +2,7 @@
 result, or its failure as one line (ATTN_ONLY_TRACEBACK=1 prints the traceback too), or the exit
 status of a process that died without one.
 """
+
 import os
 import queue as queues
 import traceback
@@ -41,14 +42,17 @@ def in_process(ctx, target, *args, poll_s=0.5):
                     break
                 except queues.Empty:
                     why = f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exit status {p.exitcode}"
-                    raise WorkerError(f"the {target.__name__} process died ({why}) without a result: out of "
-                                      "memory? try a smaller --batch-size or --preset") from None
+                    raise WorkerError(
+                        f"the {target.__name__} process died ({why}) without a result: out of "
+                        "memory? try a smaller --batch-size or --preset"
+                    ) from None
     finally:
         p.join(timeout=30)
         if p.is_alive():
             p.kill()
             p.join()
     if status == "error":
-        raise WorkerError(f"the {target.__name__} process failed: {value}: rerun with ATTN_ONLY_TRACEBACK=1 for "
-                          "its traceback")
+        raise WorkerError(
+            f"the {target.__name__} process failed: {value}: rerun with ATTN_ONLY_TRACEBACK=1 for its traceback"
+        )
     return value

@@ -6,6 +6,7 @@ against the device's peak. Each model steps with the optimizer its fairseq-train
 (fairseq's `adam` for the built-in, our `paper_adam` for ours, both with section 5.3's betas and
 epsilon) unless --optimizer names one for both.
 """
+
 import time
 
 from .common import build_pair, device_batches, pad_share, rotation, synchronizer
@@ -22,6 +23,7 @@ def peak_tflops(device, amp, given=None):
     import torch
 
     from training_flops import TFLOPS
+
     name = torch.cuda.get_device_name()
     table = TFLOPS["bf16" if amp else "fp32"]
     return next((rate for gpu, rate in table.items() if gpu in name), None)
@@ -32,6 +34,7 @@ def model_flops(batch, shape, pad) -> float:
     (forward + backward = 3 x forward, real tokens only, attention over each sentence's own
     lengths): the work the paper's model needs, whatever the implementation computes besides."""
     from training_flops import attention_flops, layer_params
+
     p_enc, p_dec = layer_params(shape["layers"], shape["d_model"], shape["d_ff"], shape["vocab"])
     S, T = batch["src"].ne(pad).sum(1).tolist(), batch["tgt"].ne(pad).sum(1).tolist()
     attention = sum(attention_flops(shape["layers"], shape["d_model"], s, t, s, t) for s, t in zip(S, T, strict=False))
@@ -48,6 +51,7 @@ def build_optimizer(name, params):
     from fairseq.optim.adam import FairseqAdam, FairseqAdamConfig
 
     from attn_only_plugin.optim.paper_adam import PaperAdam, PaperAdamConfig
+
     if name == "adam":
         return FairseqAdam(FairseqAdamConfig(adam_betas="(0.9, 0.98)", adam_eps=1e-9, lr=[1e-4], tpu=False), params)
     return PaperAdam(PaperAdamConfig(lr=[1e-4]), params)
@@ -64,14 +68,17 @@ def trainer(model, device, amp, pad, optimizer):
     import torch
 
     from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
+
     opt = build_optimizer(optimizer, model.parameters())
     sync = synchronizer(device)
 
     def step(b):
-        sample = dict(net_input=dict(src_tokens=b["src"], src_lengths=b["lengths"], prev_output_tokens=b["prev"]),
-                      target=b["tgt"])
-        with torch.autocast(device_type=device, dtype=torch.float16 if device == "cuda" else torch.bfloat16,
-                            enabled=amp):
+        sample = dict(
+            net_input=dict(src_tokens=b["src"], src_lengths=b["lengths"], prev_output_tokens=b["prev"]), target=b["tgt"]
+        )
+        with torch.autocast(
+            device_type=device, dtype=torch.float16 if device == "cuda" else torch.bfloat16, enabled=amp
+        ):
             lprobs, target = target_lprobs(model, sample, pad)  # what paper_label_smoothed_ce runs
             loss, _ = label_smoothed_nll_loss(lprobs, target, 0.1, pad)
         opt.zero_grad()
@@ -81,6 +88,7 @@ def trainer(model, device, amp, pad, optimizer):
         opt.step()
         sync()
         return time.perf_counter() - t
+
     return step
 
 
@@ -90,8 +98,10 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
     Per repeat, target tokens/s and model FLOP/s over `updates` steps each, after `warmup`."""
     theirs, ours, d = build_pair(shape)
     models = {"fairseq": theirs, "ours": ours}
-    steps = {name: trainer(m.to(device).train(), device, amp, d.pad(), optimizer_for(name, optimizer))
-             for name, m in models.items()}
+    steps = {
+        name: trainer(m.to(device).train(), device, amp, d.pad(), optimizer_for(name, optimizer))
+        for name, m in models.items()
+    }
     batches = device_batches(d, device, batch_size, batching)
     sync = synchronizer(device)
     for i in range(warmup):
@@ -110,8 +120,13 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
     tokens = sum(int(batches[i % len(batches)]["tgt"].ne(d.pad()).sum()) for i in range(updates))
     flops = sum(model_flops(batches[i % len(batches)], shape, d.pad()) for i in range(updates))
     pads = pad_share(batches, d.pad())
-    return {name: dict(tokens_per_s_per_repeat=[tokens / s for s in secs],
-                       flops_per_s_per_repeat=[flops / s for s in secs], pad_share=pads,
-                       step_ms=1e3 * sum(secs) / (repeats * updates),
-                       optimizer_ms=1e3 * in_optimizer[name] / (repeats * updates))
-            for name, secs in seconds.items()}
+    return {
+        name: dict(
+            tokens_per_s_per_repeat=[tokens / s for s in secs],
+            flops_per_s_per_repeat=[flops / s for s in secs],
+            pad_share=pads,
+            step_ms=1e3 * sum(secs) / (repeats * updates),
+            optimizer_ms=1e3 * in_optimizer[name] / (repeats * updates),
+        )
+        for name, secs in seconds.items()
+    }

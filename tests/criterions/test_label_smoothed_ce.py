@@ -1,4 +1,5 @@
 """Section 5.4 label smoothing against hand-computed values; the loss on real target tokens only."""
+
 import math
 from types import SimpleNamespace
 
@@ -23,8 +24,9 @@ def test_hand_computed_loss_and_smoothing_mass():
     # q' = (1 - eps) one_hot + eps / K: true class gets 1 - eps + eps/K, others eps/K
     q0 = [1 - eps + eps / K, eps / K, eps / K]
     q1 = [eps / K, eps / K, 1 - eps + eps / K]
-    exp_loss = -sum(q * math.log(pp) for q, pp in zip(q0, p[0].tolist(), strict=True)) \
-               - sum(q * math.log(pp) for q, pp in zip(q1, p[1].tolist(), strict=True))
+    exp_loss = -sum(q * math.log(pp) for q, pp in zip(q0, p[0].tolist(), strict=True)) - sum(
+        q * math.log(pp) for q, pp in zip(q1, p[1].tolist(), strict=True)
+    )
     assert nll.item() == pytest.approx(exp_nll, rel=1e-6)
     assert loss.item() == pytest.approx(exp_loss, rel=1e-6)
     assert sum(q0) == pytest.approx(1.0)
@@ -52,10 +54,13 @@ def _sample(dictionary, lengths=(3, 6, 5), S=7):
     src, prev = random_batch(dictionary, B=len(lengths), S=S, T=max(lengths))
     tgt = torch.full_like(prev, dictionary.pad())
     for b, n in enumerate(lengths):
-        tgt[b, :n - 1], tgt[b, n - 1] = prev[b, 1:n], dictionary.eos()
+        tgt[b, : n - 1], tgt[b, n - 1] = prev[b, 1:n], dictionary.eos()
         prev[b, n:] = dictionary.pad()
-    return dict(net_input=dict(src_tokens=src, src_lengths=src.ne(dictionary.pad()).sum(1), prev_output_tokens=prev),
-                target=tgt, ntokens=int(tgt.ne(dictionary.pad()).sum()))
+    return dict(
+        net_input=dict(src_tokens=src, src_lengths=src.ne(dictionary.pad()).sum(1), prev_output_tokens=prev),
+        target=tgt,
+        ntokens=int(tgt.ne(dictionary.pad()).sum()),
+    )
 
 
 def _criterion_loss_and_grads(model, dictionary, sample):

@@ -1,5 +1,6 @@
 """LibreOffice help corpus: extraction, alignment, cleaning, de-duplication, split by file,
 atomic writing, the CLI's error line, and the committed embedded subset. No network, no apt."""
+
 import shutil
 import subprocess
 import sys
@@ -42,8 +43,11 @@ def make_trees(tmp_path: Path, n_files: int = 4):
         root = tmp_path / lang / "usr" / "share" / "libreoffice" / "help" / folder
         for i in range(n_files):
             title = f"Page {i}" if lang == "en" else f"Seite {i}"
-            p1 = (f"The <b>Find</b>&nbsp;toolbar\n\t number {i}." if lang == "en"
-                  else f"Die Symbolleiste <b>Suchen</b> Nummer {i}.")
+            p1 = (
+                f"The <b>Find</b>&nbsp;toolbar\n\t number {i}."
+                if lang == "en"
+                else f"Die Symbolleiste <b>Suchen</b> Nummer {i}."
+            )
             path = root / "text" / f"module{i % 2}" / f"page{i}.html"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(PAGE.format(title=title, p1=p1, **words), encoding="utf-8")
@@ -53,10 +57,14 @@ def make_trees(tmp_path: Path, n_files: int = 4):
 
 
 def test_extract_strips_markup_unescapes_and_keeps_default_variant():
-    paras = extract_paragraphs(PAGE.format(title="Find &amp; Replace", p1="A <b>bold</b>\n  word<br/>here",
-                                           **EN))
-    assert paras == {"hd_id1": "Find & Replace", "par_id1": "A bold word here", "par_id2": "Press Ctrl + F",
-                     "par_id3": "LibreOffice", "par_id4": "Click <OK>."}  # par_id5 has no letter
+    paras = extract_paragraphs(PAGE.format(title="Find &amp; Replace", p1="A <b>bold</b>\n  word<br/>here", **EN))
+    assert paras == {
+        "hd_id1": "Find & Replace",
+        "par_id1": "A bold word here",
+        "par_id2": "Press Ctrl + F",
+        "par_id3": "LibreOffice",
+        "par_id4": "Click <OK>.",
+    }  # par_id5 has no letter
 
 
 def test_repeated_id_in_one_page_gets_a_numbered_key():
@@ -74,8 +82,10 @@ def test_align_cleans_and_pairs_by_file_and_id(tmp_path):
     pairs = list(align(en, de))
     assert {rel for rel, *_ in pairs} == {f"text/module{i % 2}/page{i}.html" for i in range(4)}
     by_key = {(rel, pid): (src, tgt) for rel, pid, src, tgt in pairs}
-    assert by_key[("text/module0/page0.html", "par_id1")] == ("The Find toolbar number 0.",
-                                                              "Die Symbolleiste Suchen Nummer 0.")
+    assert by_key[("text/module0/page0.html", "par_id1")] == (
+        "The Find toolbar number 0.",
+        "Die Symbolleiste Suchen Nummer 0.",
+    )
     assert by_key[("text/module1/page3.html", "par_id2")] == ("Press Ctrl + F", "Drücken Sie Ctrl + F")
     assert all(pid != "par_id3" for _, pid, _, _ in pairs)  # identical sides dropped
     assert all("\t" not in s and "\n" not in s and "  " not in s for p in pairs for s in p[2:])
@@ -130,8 +140,11 @@ def test_write_corpus_is_atomic(tmp_path):
 
 
 def test_make_subset_is_deterministic_and_bounded():
-    splits = {"train": [(f"w{i} " * (i % 60 + 1), f"t{i}") for i in range(300)],
-              "valid": [("v", "w")] * 3, "test": [("x", "y")] * 3}
+    splits = {
+        "train": [(f"w{i} " * (i % 60 + 1), f"t{i}") for i in range(300)],
+        "valid": [("v", "w")] * 3,
+        "test": [("x", "y")] * 3,
+    }
     sub = make_subset(splits, 50, 2, 5, max_words=40)
     assert sub == make_subset(splits, 50, 2, 5, max_words=40)
     assert len(sub["train"]) == 50 and len(sub["valid"]) == 2 and len(sub["test"]) == 3
@@ -139,16 +152,25 @@ def test_make_subset_is_deterministic_and_bounded():
     assert sub["train"][:40] == splits["train"][:40]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--debs-dir", "{tmp}/missing"], "error: --debs-dir"),
-    (["--debs-dir", "{tmp}"], "error: no libreoffice-help-en-us_*.deb in"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--debs-dir", "{tmp}/missing"], "error: --debs-dir"),
+        (["--debs-dir", "{tmp}"], "error: no libreoffice-help-en-us_*.deb in"),
+    ],
+)
 def test_cli_fails_with_one_error_line(tmp_path, args, message):
     if "deb in" in message and shutil.which("dpkg-deb") is None:
         message = "error: dpkg-deb not found"  # checked before the .deb files are looked for
     out = tmp_path / "out"
-    cmd = [sys.executable, str(ROOT / "scripts" / "prepare_libreoffice.py"), "--workdir", str(tmp_path / "w"),
-           "--out", str(out)] + [a.format(tmp=tmp_path) for a in args]
+    cmd = [
+        sys.executable,
+        str(ROOT / "scripts" / "prepare_libreoffice.py"),
+        "--workdir",
+        str(tmp_path / "w"),
+        "--out",
+        str(out),
+    ] + [a.format(tmp=tmp_path) for a in args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()

@@ -1,5 +1,6 @@
 """The recipes in examples/: the quickstart end to end on a tiny slice; the paper recipes'
 argument handling (their training needs WMT14 data and GPUs)."""
+
 import os
 import struct
 import subprocess
@@ -13,8 +14,13 @@ EXAMPLES = ROOT / "examples"
 
 
 def bash(script, env=None, *args):
-    return subprocess.run(["bash", str(EXAMPLES / script), *args], capture_output=True, text=True,
-                          env=dict(os.environ, **(env or {})), timeout=1200)
+    return subprocess.run(
+        ["bash", str(EXAMPLES / script), *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **(env or {})),
+        timeout=1200,
+    )
 
 
 def test_quickstart_pipeline_on_a_tiny_slice(tmp_path):
@@ -28,14 +34,18 @@ def test_quickstart_pipeline_on_a_tiny_slice(tmp_path):
     work = tmp_path / "work"
     # OMP_WAIT_POLICY: CTranslate2's OpenMP threads wait without spinning, which on cores shared with
     # other test runs would stall every step (speed only; the quickstart itself runs on quiet cores)
-    proc = bash("quickstart.sh", dict(CORPUS=str(corpus), WORK=str(work), UPDATES="10", VOCAB="400",
-                                      OMP_WAIT_POLICY="PASSIVE"))
+    proc = bash(
+        "quickstart.sh", dict(CORPUS=str(corpus), WORK=str(work), UPDATES="10", VOCAB="400", OMP_WAIT_POLICY="PASSIVE")
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "BLEU" in (work / "bleu.txt").read_text() and "BLEU" in (work / "baseline.txt").read_text()
     assert len((work / "hyp.de").read_text().splitlines()) == sizes["test"]  # every test sentence
     table = (work / "speed.txt").read_text().splitlines()  # the CTranslate2 step (issue 18)
-    assert [row.split(" | ")[0] for row in table[2:]] == ["| fairseq-generate", "| CTranslate2 float32",
-                                                         "| CTranslate2 int8"], table
+    assert [row.split(" | ")[0] for row in table[2:]] == [
+        "| fairseq-generate",
+        "| CTranslate2 float32",
+        "| CTranslate2 int8",
+    ], table
     assert all(row.endswith(f" of {sizes['test']} |") for row in table[3:]), table
     for q in ("float32", "int8"):
         assert len((work / f"hyp-ct2-{q}.de").read_text().splitlines()) == sizes["test"]
@@ -43,13 +53,18 @@ def test_quickstart_pipeline_on_a_tiny_slice(tmp_path):
     png = (work / "loss.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (600, 400)
     import attn_only_plugin  # noqa: F401
+
     avg = torch.load(work / "checkpoints" / "checkpoint_avg.pt", weights_only=True)
     assert avg["cfg"]["model"]["d_model"] == 128
 
 
 def test_paper_recipes_stop_without_data(tmp_path):
-    for script, var in [("wmt14_en_de_base.sh", "WMT14_EN_DE"), ("wmt14_en_de_big.sh", "WMT14_EN_DE"),
-                        ("wmt14_en_fr_big.sh", "WMT14_EN_FR"), ("table3.sh", "WMT14_EN_DE")]:
+    for script, var in [
+        ("wmt14_en_de_base.sh", "WMT14_EN_DE"),
+        ("wmt14_en_de_big.sh", "WMT14_EN_DE"),
+        ("wmt14_en_fr_big.sh", "WMT14_EN_FR"),
+        ("table3.sh", "WMT14_EN_DE"),
+    ]:
         args = ["B1"] if script == "table3.sh" else []
         proc = bash(script, {var: str(tmp_path / "missing"), "WORK": str(tmp_path / "w")}, *args)
         assert proc.returncode == 1, script
@@ -79,25 +94,31 @@ def test_ten_minute_checkpoint_intervals():
 def test_update_freq_reaches_25k_tokens():
     """Section 5.1: ~25,000 source tokens per step for any number of GPUs."""
     for gpus, max_tokens, expected in [(1, 4096, 7), (8, 4096, 1), (4, 3584, 2), (2, 25000, 1)]:
-        out = subprocess.run(["bash", "-c", f'source "{EXAMPLES}/pipeline.sh"; update_freq {gpus} {max_tokens}'],
-                             capture_output=True, text=True).stdout.strip()
+        out = subprocess.run(
+            ["bash", "-c", f'source "{EXAMPLES}/pipeline.sh"; update_freq {gpus} {max_tokens}'],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         assert int(out) == expected
 
 
-@pytest.mark.parametrize("written, last_is_newest, expected", [
-    (7, True, ["checkpoint_1_3", "checkpoint_1_4", "checkpoint_1_5", "checkpoint_1_6", "checkpoint_1_7"]),
-    (7, False, ["checkpoint_1_4", "checkpoint_1_5", "checkpoint_1_6", "checkpoint_1_7", "checkpoint_last"]),
-    (2, True, ["checkpoint_1_1", "checkpoint_1_2"]),  # fewer than N: all of them, never none
-    (2, False, ["checkpoint_1_1", "checkpoint_1_2", "checkpoint_last"]),
-    (0, False, ["checkpoint_last"]),
-])
+@pytest.mark.parametrize(
+    "written, last_is_newest, expected",
+    [
+        (7, True, ["checkpoint_1_3", "checkpoint_1_4", "checkpoint_1_5", "checkpoint_1_6", "checkpoint_1_7"]),
+        (7, False, ["checkpoint_1_4", "checkpoint_1_5", "checkpoint_1_6", "checkpoint_1_7", "checkpoint_last"]),
+        (2, True, ["checkpoint_1_1", "checkpoint_1_2"]),  # fewer than N: all of them, never none
+        (2, False, ["checkpoint_1_1", "checkpoint_1_2", "checkpoint_last"]),
+        (0, False, ["checkpoint_last"]),
+    ],
+)
 def test_average_picks_the_last_n(tmp_path, written, last_is_newest, expected):
     for i in range(1, written + 1):
         (tmp_path / f"checkpoint_1_{i}.pt").write_text(str(i))
     (tmp_path / "checkpoint_last.pt").write_text(str(written) if last_is_newest else "newer")
     script = f'source "{ROOT}/examples/pipeline.sh"; PY=echo; average "{tmp_path}" 5'
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.split()
-    assert [Path(p).stem for p in out[out.index("--inputs") + 1:out.index("--output")]] == expected
+    assert [Path(p).stem for p in out[out.index("--inputs") + 1 : out.index("--output")]] == expected
 
 
 def test_quality_recipe_on_a_tiny_slice(tmp_path):
@@ -109,8 +130,10 @@ def test_quality_recipe_on_a_tiny_slice(tmp_path):
             lines = (EXAMPLES / "data" / "libreoffice_en_de" / f"{split}.{lang}").read_text().splitlines()[:n]
             (corpus / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
     work = tmp_path / "work"
-    proc = bash("quality.sh", dict(CORPUS=str(corpus), WORK=str(work), UPDATES="2", SEEDS="1", VOCAB="300",
-                                   TEST="10", VALID="10"))
+    proc = bash(
+        "quality.sh",
+        dict(CORPUS=str(corpus), WORK=str(work), UPDATES="2", SEEDS="1", VOCAB="300", TEST="10", VALID="10"),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lengths = [len((work / "raw" / f"{s}.en").read_text().splitlines()) for s in ("test", "valid", "train")]
     assert lengths == [10, 10, 320]

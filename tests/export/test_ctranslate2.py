@@ -3,6 +3,7 @@ CTranslate2's score_batch log-probabilities equal ours to 1e-4 for every variant
 then a checkpoint of each architecture, an averaged one among them); on a trained model,
 load_ctranslate2's beam-4 hypotheses are fairseq-generate's for every test sentence; an int8
 export loads and translates."""
+
 import re
 import sys
 from pathlib import Path
@@ -37,9 +38,11 @@ def our_log_probs(model, src_dict, tgt_dict, source, target) -> torch.Tensor:
 def sentences(dictionary, n: int, seed: int):
     """n random token sequences of 2 to 9 of the dictionary's own (non-special) symbols."""
     g = torch.Generator().manual_seed(seed)
-    words = [s for s in dictionary.symbols[dictionary.nspecial:] if not s.startswith("madeupword")]
-    return [[words[i] for i in torch.randint(len(words), (int(torch.randint(2, 10, (1,), generator=g)),),
-                                             generator=g)] for _ in range(n)]
+    words = [s for s in dictionary.symbols[dictionary.nspecial :] if not s.startswith("madeupword")]
+    return [
+        [words[i] for i in torch.randint(len(words), (int(torch.randint(2, 10, (1,), generator=g)),), generator=g)]
+        for _ in range(n)
+    ]
 
 
 def largest_difference(model_dir, model, src_dict, tgt_dict, seed=0) -> float:
@@ -67,8 +70,9 @@ VARIANTS = {
     "d_k > d_v": dict(d_k=12, d_v=5),
     "h d_k != d_model": dict(d_model=30, heads=4, d_k=9, d_v=9),
     "relative positions K=3, no sinusoids": dict(relative_positions=3, no_absolute_positions=True),
-    "relative positions, d_k < d_v, pre-norm": dict(relative_positions=2, no_absolute_positions=True, d_k=6, d_v=10,
-                                                    pre_norm=True),
+    "relative positions, d_k < d_v, pre-norm": dict(
+        relative_positions=2, no_absolute_positions=True, d_k=6, d_v=10, pre_norm=True
+    ),
 }
 
 
@@ -87,10 +91,14 @@ def test_score_batch_equals_our_log_probs(tmp_path, overrides):
     assert largest_difference(tmp_path / "ct2", model, src_dict, tgt_dict) < TOLERANCE
 
 
-@pytest.mark.parametrize("overrides, refused", [
-    (dict(attention_window=2), "--attention-window 2 (restricted self-attention) has no equivalent"),
-    (dict(relative_positions=3), "--relative-positions 3 with the sinusoids"),
-], ids=["window", "relative with sinusoids"])
+@pytest.mark.parametrize(
+    "overrides, refused",
+    [
+        (dict(attention_window=2), "--attention-window 2 (restricted self-attention) has no equivalent"),
+        (dict(relative_positions=3), "--relative-positions 3 with the sinusoids"),
+    ],
+    ids=["window", "relative with sinusoids"],
+)
 def test_what_ctranslate2_cannot_compute_is_refused_in_one_line(overrides, refused):
     d = make_dictionary(20)
     model = build_model(d, **overrides)
@@ -112,8 +120,18 @@ def test_the_position_table_is_what_makes_it_exact(tmp_path):
 ARCHS = {  # fairseq-train flags beyond the tiny sizes; parse: its own task and two dictionaries
     "transformer_base": [],
     "transformer_big": ["--learned-pos", "--pre-norm"],
-    "transformer_parse": ["--task", "constituency_parsing", "--source-lang", "words", "--target-lang", "tree",
-                          "--embedding-sharing", "decoder", "--max-target-positions", 96],
+    "transformer_parse": [
+        "--task",
+        "constituency_parsing",
+        "--source-lang",
+        "words",
+        "--target-lang",
+        "tree",
+        "--embedding-sharing",
+        "decoder",
+        "--max-target-positions",
+        96,
+    ],
 }
 
 
@@ -123,8 +141,21 @@ def _parse_like_data(root: Path) -> Path:
     for split in ("train", "valid"):
         (root / f"{split}.words").write_text("".join(" ".join(r) + "\n" for r in rows))
         (root / f"{split}.tree").write_text("".join("(S " + " ".join("XX" for _ in r) + " )S\n" for r in rows))
-    run(BIN / "fairseq-preprocess", "--source-lang", "words", "--target-lang", "tree", "--trainpref", root / "train",
-        "--validpref", root / "valid", "--destdir", root / "bin", "--workers", 1)
+    run(
+        BIN / "fairseq-preprocess",
+        "--source-lang",
+        "words",
+        "--target-lang",
+        "tree",
+        "--trainpref",
+        root / "train",
+        "--validpref",
+        root / "valid",
+        "--destdir",
+        root / "bin",
+        "--workers",
+        1,
+    )
     return root / "bin"
 
 
@@ -137,8 +168,9 @@ def test_checkpoint_of_each_architecture_exports_exactly(tmp_path, arch):
     checkpoint = tmp_path / "ckpt" / "checkpoint_last.pt"
     if arch == "transformer_base":  # an averaged checkpoint (section 6.1) exports as well
         checkpoint = tmp_path / "ckpt" / "checkpoint_avg.pt"
-        script("average_checkpoints").main(["--inputs", str(tmp_path / "ckpt"), "--num-update-checkpoints", "2",
-                                            "--output", str(checkpoint)])
+        script("average_checkpoints").main(
+            ["--inputs", str(tmp_path / "ckpt"), "--num-update-checkpoints", "2", "--output", str(checkpoint)]
+        )
     script("export_ctranslate2").main([str(checkpoint), "--data", str(data), "--out", str(tmp_path / "ct2")])
     hub = attn_only_plugin.load(checkpoint.parent, checkpoint.name, data=data).hub
     model = hub.models[0]
@@ -156,12 +188,34 @@ def trained(tmp_path_factory):
     args[args.index("--warmup-updates") + 1] = 100
     run(BIN / "fairseq-train", *args)
     checkpoint = root / "ckpt" / "checkpoint_last.pt"
-    gen = run(BIN / "fairseq-generate", data, "--user-dir", PLUGIN, "--path", checkpoint, "--gen-subset", "test",
-              "--beam", 4, "--lenpen", 0.6, "--max-len-a", 1, "--max-len-b", 50, "--batch-size", 50, "--cpu")
+    gen = run(
+        BIN / "fairseq-generate",
+        data,
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        checkpoint,
+        "--gen-subset",
+        "test",
+        "--beam",
+        4,
+        "--lenpen",
+        0.6,
+        "--max-len-a",
+        1,
+        "--max-len-b",
+        50,
+        "--batch-size",
+        50,
+        "--cpu",
+    )
     export(checkpoint, data, root / "ct2")
     export(checkpoint, data, root / "ct2-int8", quantization="int8")
-    column = lambda prefix, c: {int(line.split("\t")[0][2:]): line.split("\t")[c]  # noqa: E731
-                                for line in gen.stdout.splitlines() if line.startswith(prefix)}
+
+    def column(prefix, c):
+        lines = (line.split("\t") for line in gen.stdout.splitlines() if line.startswith(prefix))
+        return {int(fields[0][2:]): fields[c] for fields in lines}
+
     return root, column("S-", 1), column("H-", 2)
 
 
@@ -191,7 +245,8 @@ def test_int8_export_loads_and_translates(trained):
     # scores near 0 on both
     reference = [" ".join(reversed(sources[i].split())) for i in ids]
     float32 = attn_only_plugin.load_ctranslate2(root / "ct2", compute_type="float32").translate(
-        [sources[i] for i in ids])
+        [sources[i] for i in ids]
+    )
     right = lambda outputs: sum(o == r for o, r in zip(outputs, reference, strict=True))  # noqa: E731
     assert sum(o == hypotheses[i] for o, i in zip(ours, ids, strict=True)) >= 30  # of 50
     assert right(ours) >= right(float32) - 8 and right(float32) >= 25

@@ -4,6 +4,7 @@ every variant it accepts (random weights, then a checkpoint of each architecture
 among them); on a trained model, greedy and beam-4 generate() with the folder's own config give
 fairseq-generate's hypotheses, and a raw string through AutoTokenizer + generate() gives our
 translate()'s; what Marian cannot compute is refused in one line."""
+
 import os
 import re
 import sys
@@ -30,14 +31,18 @@ TOLERANCE = 1e-4
 
 def load_folder(folder):
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
     return AutoTokenizer.from_pretrained(str(folder)), AutoModelForSeq2SeqLM.from_pretrained(str(folder)).eval()
 
 
 def random_pairs(src_dict, tgt_dict, n: int, seed: int):
     """n (source, target) id lists of 2 to 9 non-special symbols, each ending with </s>."""
     g = torch.Generator().manual_seed(seed)
-    draw = lambda d: [int(i) for i in torch.randint(d.nspecial, len(d), (int(torch.randint(2, 10, (1,), generator=g)),),  # noqa: E731
-                                                    generator=g)] + [d.eos()]
+
+    def draw(d):
+        n = int(torch.randint(2, 10, (1,), generator=g))
+        return [int(i) for i in torch.randint(d.nspecial, len(d), (n,), generator=g)] + [d.eos()]
+
     return [(draw(src_dict), draw(tgt_dict)) for _ in range(n)]
 
 
@@ -49,15 +54,17 @@ def largest_difference(hf, model, src_dict, tgt_dict, seed=0) -> float:
     src = torch.full((len(pairs), S), src_dict.pad())  # (B, S)
     prev = torch.full((len(pairs), T), tgt_dict.pad())  # (B, T)
     for i, (s, t) in enumerate(pairs):
-        src[i, :len(s)] = torch.tensor(s)
-        prev[i, :len(t)] = torch.tensor([tgt_dict.eos()] + t[:-1])
+        src[i, : len(s)] = torch.tensor(s)
+        prev[i, : len(t)] = torch.tensor([tgt_dict.eos()] + t[:-1])
     with torch.no_grad():
         theirs = hf(input_ids=src, attention_mask=src.ne(src_dict.pad()), decoder_input_ids=prev).logits.log_softmax(-1)
     worst = 0.0
     for i, (s, t) in enumerate(pairs):
         with torch.no_grad():
-            ours = model(torch.tensor([s]), torch.tensor([len(s)]), prev[i:i + 1, :len(t)])[0].float().log_softmax(-1)
-        worst = max(worst, (ours[0] - theirs[i, :len(t)]).abs().max().item())  # (T, |V|) every entry
+            ours = (
+                model(torch.tensor([s]), torch.tensor([len(s)]), prev[i : i + 1, : len(t)])[0].float().log_softmax(-1)
+            )
+        worst = max(worst, (ours[0] - theirs[i, : len(t)]).abs().max().item())  # (T, |V|) every entry
     return worst
 
 
@@ -66,6 +73,7 @@ def test_the_permutation_puts_our_sinusoids_in_marians_order():
     from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
 
     from attn_only_plugin.modules.embedding import sinusoid_table
+
     assert marian_order(6).tolist() == [0, 2, 4, 1, 3, 5]
     for d_model in (6, 32, 7):
         theirs = MarianSinusoidalPositionalEmbedding(50, d_model).create_weight()  # (P, d_model)
@@ -88,6 +96,7 @@ VARIANTS = {
 @pytest.mark.parametrize("overrides", list(VARIANTS.values()), ids=list(VARIANTS))
 def test_saved_folder_gives_our_log_probs(tmp_path, overrides):
     from transformers import AutoModelForSeq2SeqLM
+
     src_dict = make_dictionary(20)
     tgt_dict = src_dict if overrides.get("embedding_sharing", "all") == "all" else make_dictionary(27)
     model = build_model(src_dict, tgt_dict, **overrides)
@@ -119,8 +128,11 @@ REFUSED = [
 def test_what_marian_cannot_compute_is_refused_in_one_line(overrides, refused):
     d = make_dictionary(20)
     model = build_model(d, **overrides)
-    with pytest.raises(PluginError, match=re.escape(refused) + r".*; MarianMTModel cannot compute it; export this "
-                                          r"model with scripts/export_ctranslate2.py$"):
+    with pytest.raises(
+        PluginError,
+        match=re.escape(refused) + r".*; MarianMTModel cannot compute it; export this "
+        r"model with scripts/export_ctranslate2.py$",
+    ):
         build_marian(full_config(model.cfg), model.state_dict(), d, d)
 
 
@@ -135,14 +147,30 @@ def test_no_absolute_positions_and_the_parser_are_refused():
 
 # Checkpoints that fairseq-train wrote, exported with the script --------------------------------
 
+
 def spm_data(root: Path, n_train: int, n_test: int):
     """toy_data's digit reversal as raw text, segmented by a sentencepiece model trained on it
     (pieces ▁0 ... ▁9) and binarized with one joined dictionary: (data-bin, spm.model)."""
     toy_data(root, n_train=n_train, n_test=n_test)  # raw train/valid/test.{src,tgt} in root (its bin unused)
     spm_model = script("spm_prepare").prepare(root, "src", "tgt", 22, root / "spm")
-    run(BIN / "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", root / "spm/train",
-        "--validpref", root / "spm/valid", "--testpref", root / "spm/test", "--destdir", root / "spm-bin",
-        "--joined-dictionary", "--workers", 1)
+    run(
+        BIN / "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--trainpref",
+        root / "spm/train",
+        "--validpref",
+        root / "spm/valid",
+        "--testpref",
+        root / "spm/test",
+        "--destdir",
+        root / "spm-bin",
+        "--joined-dictionary",
+        "--workers",
+        1,
+    )
     return root / "spm-bin", spm_model
 
 
@@ -168,16 +196,19 @@ def test_checkpoint_of_each_architecture_exports_exactly(tmp_path, data, arch, f
     checkpoint = tmp_path / "ckpt" / "checkpoint_last.pt"
     if averaged:  # section 6.1's averaging
         checkpoint = tmp_path / "ckpt" / "checkpoint_avg.pt"
-        script("average_checkpoints").main(["--inputs", str(tmp_path / "ckpt"), "--num-update-checkpoints", "2",
-                                            "--output", str(checkpoint)])
-    script("export_transformers").main([str(checkpoint), "--data", str(bin_dir), "--spm-model", str(spm_model),
-                                        "--out", str(tmp_path / "hf")])
+        script("average_checkpoints").main(
+            ["--inputs", str(tmp_path / "ckpt"), "--num-update-checkpoints", "2", "--output", str(checkpoint)]
+        )
+    script("export_transformers").main(
+        [str(checkpoint), "--data", str(bin_dir), "--spm-model", str(spm_model), "--out", str(tmp_path / "hf")]
+    )
     hub = attn_only_plugin.load(checkpoint.parent, checkpoint.name, data=bin_dir).hub
     _, hf = load_folder(tmp_path / "hf")
     assert largest_difference(hf, hub.models[0], hub.src_dict, hub.tgt_dict) < TOLERANCE
 
 
 # A trained model: decoding through generate() with the folder's own config --------------------
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -191,12 +222,45 @@ def trained(tmp_path_factory):
     checkpoint = root / "ckpt" / "checkpoint_last.pt"
     hyps = {}
     for beam in (4, 1):
-        gen = run(BIN / "fairseq-generate", bin_dir, "--user-dir", PLUGIN, "--path", checkpoint, "--gen-subset", "test",
-                  "--beam", beam, "--lenpen", 0.6, "--max-len-a", 1, "--max-len-b", 50, "--batch-size", 50, "--cpu")
-        hyps[beam] = {int(line.split("\t")[0][2:]): line.split("\t")[2] for line in gen.stdout.splitlines()
-                      if line.startswith("H-")}
-    script("export_transformers").main([str(checkpoint), "--data", str(bin_dir), "--spm-model", str(spm_model),
-                                        "--out", str(root / "hf"), "--bleu", "BLEU = 80.0 (test)"])
+        gen = run(
+            BIN / "fairseq-generate",
+            bin_dir,
+            "--user-dir",
+            PLUGIN,
+            "--path",
+            checkpoint,
+            "--gen-subset",
+            "test",
+            "--beam",
+            beam,
+            "--lenpen",
+            0.6,
+            "--max-len-a",
+            1,
+            "--max-len-b",
+            50,
+            "--batch-size",
+            50,
+            "--cpu",
+        )
+        hyps[beam] = {
+            int(line.split("\t")[0][2:]): line.split("\t")[2]
+            for line in gen.stdout.splitlines()
+            if line.startswith("H-")
+        }
+    script("export_transformers").main(
+        [
+            str(checkpoint),
+            "--data",
+            str(bin_dir),
+            "--spm-model",
+            str(spm_model),
+            "--out",
+            str(root / "hf"),
+            "--bleu",
+            "BLEU = 80.0 (test)",
+        ]
+    )
     raw = (root / "test.src").read_text().splitlines()  # fairseq's ids follow the file's lines
     return root, checkpoint, bin_dir, spm_model, raw, hyps
 
@@ -257,24 +321,32 @@ def test_model_card(trained):
 
 # The script: files, --force, atomic writing, one-line refusals ----------------------------------
 
+
 def random_checkpoint(root: Path, bin_dir: Path, **overrides) -> Path:
     """A checkpoint of ours as fairseq-train lays it out, random weights on bin_dir's dictionary."""
     import dataclasses
 
     from fairseq.data import Dictionary
+
     d = Dictionary.load(str(bin_dir / "dict.src.txt"))
     model = build_model(d, max_source_positions=16, max_target_positions=16, **overrides)
     cfg = dict(dataclasses.asdict(model.cfg), _name="transformer_base")
     path = root / f"checkpoint{len(list(root.glob('checkpoint*.pt')))}.pt"
-    torch.save({"model": model.state_dict(), "args": None,
-                "cfg": {"model": cfg, "task": {"_name": "translation", "source_lang": "src", "target_lang": "tgt"}}},
-               path)
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "args": None,
+            "cfg": {"model": cfg, "task": {"_name": "translation", "source_lang": "src", "target_lang": "tgt"}},
+        },
+        path,
+    )
     return path
 
 
 def export(checkpoint, bin_dir, spm_model, out, *flags):
-    return script("export_transformers").main([str(checkpoint), "--data", str(bin_dir), "--spm-model", str(spm_model),
-                                               "--out", str(out), *flags])
+    return script("export_transformers").main(
+        [str(checkpoint), "--data", str(bin_dir), "--spm-model", str(spm_model), "--out", str(out), *flags]
+    )
 
 
 def leftovers(folder: Path) -> list:
@@ -285,9 +357,18 @@ def test_the_folder_holds_safetensors_no_pickle(tmp_path, data):
     bin_dir, spm_model = data
     export(random_checkpoint(tmp_path, bin_dir), bin_dir, spm_model, tmp_path / "hf")
     names = {p.name for p in (tmp_path / "hf").iterdir()}
-    assert names == {"model.safetensors", "config.json", "generation_config.json", "README.md", "source.spm",
-                     "target.spm", "vocab.json", "tokenizer_config.json"}
+    assert names == {
+        "model.safetensors",
+        "config.json",
+        "generation_config.json",
+        "README.md",
+        "source.spm",
+        "target.spm",
+        "vocab.json",
+        "tokenizer_config.json",
+    }
     from safetensors.torch import load_file
+
     weights = load_file(str(tmp_path / "hf" / "model.safetensors"))
     assert "model.shared.weight" in weights and not any("embed_positions" in k for k in weights)
     mask = os.umask(0)
@@ -307,6 +388,7 @@ def test_out_is_refused_when_it_exists_replaced_with_force_and_never_half_writte
     def save_half(self, folder, **kwargs):
         (Path(folder) / "model.safetensors").write_bytes(b"half")
         raise OSError(28, "No space left on device")
+
     with monkeypatch.context() as m:
         m.setattr(transformers.MarianMTModel, "save_pretrained", save_half)
         for target, flags in ((tmp_path / "new", []), (out, ["--force"])):
@@ -321,10 +403,18 @@ def test_out_is_refused_when_it_exists_replaced_with_force_and_never_half_writte
 
 def run_script(*args, prelude=""):
     import subprocess
-    code = f"{prelude}\nimport runpy, sys\nsys.argv = {['export_transformers'] + [str(a) for a in args]!r}\n" \
-           f"runpy.run_path({str(ROOT / 'scripts' / 'export_transformers.py')!r}, run_name='__main__')"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1"))
+
+    code = (
+        f"{prelude}\nimport runpy, sys\nsys.argv = {['export_transformers'] + [str(a) for a in args]!r}\n"
+        f"runpy.run_path({str(ROOT / 'scripts' / 'export_transformers.py')!r}, run_name='__main__')"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1"),
+    )
 
 
 def one_line_error(proc, text):
@@ -337,13 +427,26 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, data):
     bin_dir, spm_model = data
     out = tmp_path / "out"
     ckpt = random_checkpoint(tmp_path, bin_dir, learned_pos=True)
-    one_line_error(run_script(ckpt, "--data", bin_dir, "--spm-model", spm_model, "--out", out),
-                   "--learned-pos: Marian has no learned position table")
+    one_line_error(
+        run_script(ckpt, "--data", bin_dir, "--spm-model", spm_model, "--out", out),
+        "--learned-pos: Marian has no learned position table",
+    )
     ckpt = random_checkpoint(tmp_path, bin_dir)
-    one_line_error(run_script(ckpt, "--data", bin_dir, "--spm-model", tmp_path / "no.model", "--out", out),
-                   f"no sentencepiece model at {tmp_path / 'no.model'}: give --spm-model the spm.model")
-    one_line_error(run_script(ckpt, "--data", bin_dir, "--spm-model", spm_model, "--out", out,
-                              prelude="import sys; sys.modules['transformers'] = None  # as if not installed"),
-                   "transformers is not installed: run `bash scripts/install.sh` (or pip install "
-                   "transformers==5.23.0)")
+    one_line_error(
+        run_script(ckpt, "--data", bin_dir, "--spm-model", tmp_path / "no.model", "--out", out),
+        f"no sentencepiece model at {tmp_path / 'no.model'}: give --spm-model the spm.model",
+    )
+    one_line_error(
+        run_script(
+            ckpt,
+            "--data",
+            bin_dir,
+            "--spm-model",
+            spm_model,
+            "--out",
+            out,
+            prelude="import sys; sys.modules['transformers'] = None  # as if not installed",
+        ),
+        "transformers is not installed: run `bash scripts/install.sh` (or pip install transformers==5.23.0)",
+    )
     assert not out.exists() and leftovers(tmp_path) == []

@@ -1,4 +1,5 @@
 """Section 5.3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -8,14 +9,14 @@ from attn_only_plugin.lr_scheduler.noam import NoamSchedule, noam_lr
 
 
 def test_values():
-    assert noam_lr(1, 512, 4000) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
+    assert noam_lr(1, 512, 4000) == pytest.approx(512**-0.5 * 4000**-1.5)
     assert noam_lr(4000, 512, 4000) == pytest.approx(6.988e-4, rel=1e-3)  # base model peak
     steps = range(1, 20001, 7)
     peak = max(steps, key=lambda s: noam_lr(s, 512, 4000))
     assert abs(peak - 4000) <= 7
     assert noam_lr(16000, 512, 4000) == pytest.approx(noam_lr(4000, 512, 4000) / 2)  # 1/sqrt decay
     assert noam_lr(2000, 512, 4000) == pytest.approx(noam_lr(4000, 512, 4000) / 2)  # linear warm-up
-    assert noam_lr(4000, 1024, 4000, multiplier=2.0) == pytest.approx(2 * 1024 ** -0.5 * 4000 ** -0.5)
+    assert noam_lr(4000, 1024, 4000, multiplier=2.0) == pytest.approx(2 * 1024**-0.5 * 4000**-0.5)
 
 
 class FakeOptimizer:
@@ -30,6 +31,7 @@ class FakeOptimizer:
 
 def test_scheduler_steps_like_the_paper(monkeypatch):
     import fairseq.optim.lr_scheduler.fairseq_lr_scheduler as base
+
     monkeypatch.setattr(base, "FairseqOptimizer", FakeOptimizer)
     opt = FakeOptimizer()
     sched = NoamSchedule(SimpleNamespace(warmup_updates=4000, lr_multiplier=1.0, d_model=512), opt)

@@ -1,5 +1,6 @@
 """Our model computes the same function as fairseq's built-in transformer (to 1e-5) once its
 weights are converted: same sizes, learned positions, shared embeddings, post-norm or pre-norm."""
+
 import pytest
 import torch
 
@@ -28,7 +29,7 @@ def test_equivalent_to_fairseq_transformer(dictionary, pre_norm):
     original = theirs.state_dict()
     for name, value in back.items():
         if name.endswith("embed_positions.weight"):
-            value, ref = value[dictionary.pad() + 1:], original[name][dictionary.pad() + 1:]
+            value, ref = value[dictionary.pad() + 1 :], original[name][dictionary.pad() + 1 :]
         else:
             ref = original[name]
         assert torch.equal(value, ref), name

@@ -1,6 +1,7 @@
 """The beam-shared self-attention cache (modules/cache.py) under fairseq's searches: every search
 that SequenceGenerator offers gives the same hypotheses with it as with one cache row per
 hypothesis (the layout fairseq's own transformer uses)."""
+
 import pytest
 import torch
 from fairseq import search
@@ -21,8 +22,10 @@ SEARCHES = {
 }
 
 
-@pytest.mark.parametrize("name,variant", [(name, {}) for name in sorted(SEARCHES) + ["prefix"]]
-                         + [("beam", dict(attention_window=2, relative_positions=2))])
+@pytest.mark.parametrize(
+    "name,variant",
+    [(name, {}) for name in sorted(SEARCHES) + ["prefix"]] + [("beam", dict(attention_window=2, relative_positions=2))],
+)
 def test_shared_cache_gives_the_same_hypotheses(name, variant, monkeypatch):
     """Also with restricted self-attention (a window's own history table) and relative positions."""
     d = make_dictionary(30)
@@ -32,8 +35,9 @@ def test_shared_cache_gives_the_same_hypotheses(name, variant, monkeypatch):
     prefix = src[:, -3:-1] if name == "prefix" else None  # force the first two target tokens
 
     def generate():
-        gen = SequenceGenerator([model], d, beam_size=4, max_len_a=1, max_len_b=6,
-                                search_strategy=SEARCHES.get(name, SEARCHES["beam"])(d))
+        gen = SequenceGenerator(
+            [model], d, beam_size=4, max_len_a=1, max_len_b=6, search_strategy=SEARCHES.get(name, SEARCHES["beam"])(d)
+        )
         torch.manual_seed(0)
         with torch.no_grad():
             out = gen.generate([model], sample, prefix_tokens=prefix)

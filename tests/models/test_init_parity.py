@@ -11,6 +11,7 @@ worse, and the cause was the initial scale of the FFN and the attention projecti
 2. Learning: from their own fresh initialisations, the two models trained alike on the same batches
    reach the same loss after a few updates, within what seeds of one model differ by.
 """
+
 import re
 from types import SimpleNamespace
 
@@ -27,9 +28,17 @@ def fresh_pair(seed: int, vocab: int = 200):
     """(ours, the built-in) freshly built with seed, learned positions (convertible), same sizes."""
     d = make_dictionary(vocab)
     theirs = build_builtin(d, **SIZE, seed=seed)
-    cfg = TransformerConfig(encoder_layers=SIZE["layers"], decoder_layers=SIZE["layers"], d_model=SIZE["d_model"],
-                            d_ff=SIZE["d_ff"], heads=SIZE["heads"], dropout=0.0, learned_pos=True,
-                            max_source_positions=64, max_target_positions=64)
+    cfg = TransformerConfig(
+        encoder_layers=SIZE["layers"],
+        decoder_layers=SIZE["layers"],
+        d_model=SIZE["d_model"],
+        d_ff=SIZE["d_ff"],
+        heads=SIZE["heads"],
+        dropout=0.0,
+        learned_pos=True,
+        max_source_positions=64,
+        max_target_positions=64,
+    )
     torch.manual_seed(seed)
     task = SimpleNamespace(source_dictionary=d, target_dictionary=d)
     return AttnOnlyTransformer.build_model(cfg, task), theirs, d
@@ -47,8 +56,9 @@ def by_role(state: dict) -> dict:
 def test_initial_statistics_match_the_builtin():
     ours, theirs, d = fresh_pair(seed=1)
     mine = by_role({k: v for k, v in ours.state_dict().items() if "embed.tokens" not in k})
-    reference = by_role({k: v for k, v in fairseq_to_ours(theirs.state_dict(), d.pad()).items()
-                         if "embed.tokens" not in k})
+    reference = by_role(
+        {k: v for k, v in fairseq_to_ours(theirs.state_dict(), d.pad()).items() if "embed.tokens" not in k}
+    )
     # the token table without its pad row (zero in both)
     rows = [i for i in range(len(d)) if i != d.pad()]
     mine["embed.tokens"] = ours.encoder.embed.tokens.weight[rows].detach().flatten().double()
@@ -60,15 +70,16 @@ def test_initial_statistics_match_the_builtin():
         if y.std() == 0:  # LayerNorm gains and biases, out-projection biases: constants
             assert torch.equal(x, y), role
             continue
-        tol = 6 * 0.45 / n ** 0.5 + 0.02
+        tol = 6 * 0.45 / n**0.5 + 0.02
         assert abs(x.std() / y.std() - 1) < tol, f"{role}: sd {x.std():.4f} against the built-in's {y.std():.4f}"
-        assert abs(x.mean() - y.mean()) < 6 * y.std() / n ** 0.5, role
+        assert abs(x.mean() - y.mean()) < 6 * y.std() / n**0.5, role
 
 
 def _train(model, batches, d, steps: int) -> float:
     """Adam (section 5.3's betas) at a fixed 1e-3 on the batches in turn; the mean loss (label
     smoothing 0.1, fairseq's criterion for both) over the last 5 updates."""
     from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
     losses = []
@@ -95,10 +106,10 @@ def reversal_batches(d, n: int = 4, B: int = 16, seed: int = 0):
         src = torch.full((B, S), d.pad())
         prev, tgt = torch.full((B, S), d.pad()), torch.full((B, S), d.pad())
         for i, w in enumerate(words):
-            src[i, S - len(w) - 1:] = torch.cat([w, torch.tensor([d.eos()])])
+            src[i, S - len(w) - 1 :] = torch.cat([w, torch.tensor([d.eos()])])
             out = torch.cat([w.flip(0), torch.tensor([d.eos()])])
-            tgt[i, :len(out)] = out
-            prev[i, :len(out)] = torch.cat([torch.tensor([d.eos()]), out[:-1]])
+            tgt[i, : len(out)] = out
+            prev[i, : len(out)] = torch.cat([torch.tensor([d.eos()]), out[:-1]])
         batches.append((src, prev, tgt))
     return batches
 

@@ -1,5 +1,6 @@
 """LayerDrop and pruning (Fan et al. 2019) and activation checkpointing, in the stack loops of
 models/encoder_decoder.py (issue 24, items 2 and 3): options fairseq's transformer has, not the paper's."""
+
 import logging
 
 import pytest
@@ -87,8 +88,9 @@ def test_pruning_one_side_keeps_the_other(dictionary, caplog):
 
 
 def test_layers_to_keep_refusals(dictionary, caplog):
-    with pytest.raises(PluginError, match="--encoder-layers-to-keep 0,3: the model has 2 encoder layers, numbered 0 "
-                                          "to 1"):
+    with pytest.raises(
+        PluginError, match="--encoder-layers-to-keep 0,3: the model has 2 encoder layers, numbered 0 to 1"
+    ):
         build_model(dictionary, encoder_layers_to_keep="0,3")
     with pytest.raises(PluginError, match="--decoder-layers-to-keep 0,x: give layer numbers separated by commas"):
         build_model(dictionary, decoder_layers_to_keep="0,x")

@@ -1,4 +1,5 @@
 """The model: parameter counts of Table 3, config errors, cached decoding, weight checks."""
+
 import re
 from types import SimpleNamespace
 
@@ -13,6 +14,7 @@ from helpers import build_model, make_dictionary, random_batch
 @pytest.mark.parametrize("arch,paper_millions", [("transformer_base", 65), ("transformer_big", 213)])
 def test_parameter_counts_table3(arch, paper_millions):
     from fairseq.models import ARCH_CONFIG_REGISTRY
+
     args = SimpleNamespace()
     ARCH_CONFIG_REGISTRY[arch](args)  # the preset, as --arch applies it
     joined = make_dictionary(37000 - 4)  # 37,000 types incl. fairseq's 4 specials (section 5.1)
@@ -25,18 +27,28 @@ def test_parameter_counts_table3(arch, paper_millions):
 
 def test_parse_preset():
     from fairseq.models import ARCH_CONFIG_REGISTRY
+
     args = SimpleNamespace()
     ARCH_CONFIG_REGISTRY["transformer_parse"](args)
     cfg = TransformerConfig(**vars(args))
-    assert (cfg.encoder_layers, cfg.d_model, cfg.d_ff, cfg.heads, cfg.dropout, cfg.attention_dropout) == \
-        (4, 1024, 2048, 8, 0.2, 0.2)
+    assert (cfg.encoder_layers, cfg.d_model, cfg.d_ff, cfg.heads, cfg.dropout, cfg.attention_dropout) == (
+        4,
+        1024,
+        2048,
+        8,
+        0.2,
+        0.2,
+    )
 
 
 def test_relative_positions_beyond_the_longest_input_refused(dictionary):
     """Issue 30, item 9: --relative-positions 1000000000 tried to allocate 2K + 1 embeddings (64 GB)
     for distances no input has: bounded by the position limits, one line."""
-    with pytest.raises(PluginError, match="^--relative-positions 1000000000 clips no distance: inputs are at most "
-                                          "64 tokens, so give K < 64 \\(Shaw et al. use K = 16 or less\\)$"):
+    with pytest.raises(
+        PluginError,
+        match="^--relative-positions 1000000000 clips no distance: inputs are at most "
+        "64 tokens, so give K < 64 \\(Shaw et al. use K = 16 or less\\)$",
+    ):
         build_model(dictionary, relative_positions=10**9)
     build_model(dictionary, relative_positions=16)  # the control
 
@@ -56,9 +68,13 @@ def test_config_errors(dictionary):
 def test_d_k_d_v_below_one_refused_not_read_as_default(dictionary, flag, value):
     """--d-k 0 used to mean d_model / h (`cfg.d_k or ...`) while the checkpoint stored 0; and
     --heads 0 ended in a ZeroDivisionError in the divisibility check."""
-    with pytest.raises(PluginError, match=re.escape(
+    with pytest.raises(
+        PluginError,
+        match=re.escape(
             f"--{flag.replace('_', '-')} must be >= 1, got {value}: leave it out for d_model / h = 8 (a checkpoint "
-            f"that stores 0 was trained with d_model / h: load it with --model-overrides \"{{'{flag}': None}}\")")):
+            f"that stores 0 was trained with d_model / h: load it with --model-overrides \"{{'{flag}': None}}\")"
+        ),
+    ):
         build_model(dictionary, **{flag: value})
     with pytest.raises(PluginError, match="^--heads must be >= 1, got 0$"):
         build_model(dictionary, heads=0)
@@ -66,11 +82,14 @@ def test_d_k_d_v_below_one_refused_not_read_as_default(dictionary, flag, value):
     assert m.cfg.d_k is None and m.encoder.layers[0].self_attn.qkv.weight.shape == (3 * 32, 32)
 
 
-@pytest.mark.parametrize("flag,value,rest", [("attention_window", 0, "full self-attention"),
-                                             ("relative_positions", -1, "no relative positions")])
+@pytest.mark.parametrize(
+    "flag,value,rest",
+    [("attention_window", 0, "full self-attention"), ("relative_positions", -1, "no relative positions")],
+)
 def test_window_and_relative_below_one_refused(dictionary, flag, value, rest):
-    with pytest.raises(PluginError, match=re.escape(
-            f"--{flag.replace('_', '-')} must be >= 1, got {value}: leave it out for {rest}")):
+    with pytest.raises(
+        PluginError, match=re.escape(f"--{flag.replace('_', '-')} must be >= 1, got {value}: leave it out for {rest}")
+    ):
         build_model(dictionary, **{flag: value})
 
 
@@ -79,8 +98,12 @@ def test_relative_positions_are_per_layer_and_absolute_ones_can_go(dictionary):
     encoder-decoder attention; --no-absolute-positions adds no encoding to the embeddings."""
     model = build_model(dictionary, relative_positions=3, no_absolute_positions=True, d_v=5)
     names = {n: tuple(p.shape) for n, p in model.named_parameters() if ".relative." in n}
-    assert names == {f"{side}.layers.{i}.self_attn.relative.{a}": (7, 8 if a == "a_k" else 5)
-                     for side in ("encoder", "decoder") for i in range(2) for a in ("a_k", "a_v")}
+    assert names == {
+        f"{side}.layers.{i}.self_attn.relative.{a}": (7, 8 if a == "a_k" else 5)
+        for side in ("encoder", "decoder")
+        for i in range(2)
+        for a in ("a_k", "a_v")
+    }
     tokens = torch.tensor([[5, 6, 5, 6]])
     x = model.encoder.embed(tokens)
     assert torch.equal(x[0, 0], x[0, 2])  # the same token at two positions: the same vector
@@ -99,9 +122,13 @@ def _full_lprobs(model, src, prev):
 
 # restricted self-attention and relative positions (docs/attention_variants.md): R = 1 and K = 1
 # are shorter than the test sentences, so every window and clipping is exercised
-VARIANTS = [dict(attention_window=1), dict(attention_window=2), dict(relative_positions=1),
-            dict(relative_positions=2, no_absolute_positions=True),
-            dict(attention_window=2, relative_positions=1, learned_pos=True)]
+VARIANTS = [
+    dict(attention_window=1),
+    dict(attention_window=2),
+    dict(relative_positions=1),
+    dict(relative_positions=2, no_absolute_positions=True),
+    dict(attention_window=2, relative_positions=1, learned_pos=True),
+]
 
 
 @pytest.mark.parametrize("pre_norm,learned,grad", [(False, False, True), (True, True, True), (False, False, False)])
@@ -132,8 +159,9 @@ def _check_cached_decoding(model, dictionary):
     src = src[beam]
     # SequenceGenerator's reorders: within a sentence's beam (step 3), then the batch shrinks
     # to the second sentence's beam (step 5)
-    _decode_with_reorders(model, src, prev, model.encoder(src),
-                          {3: torch.tensor([1, 1, 3, 2]), 5: torch.tensor([2, 3])})
+    _decode_with_reorders(
+        model, src, prev, model.encoder(src), {3: torch.tensor([1, 1, 3, 2]), 5: torch.tensor([2, 3])}
+    )
 
 
 def _decode_with_reorders(model, src, prev, enc, orders, reference=None, atol=1e-5):
@@ -194,12 +222,14 @@ def test_training_under_float16_autocast(dictionary):
     products run in float16, the real-token loss stays within 1% of float32's, and every parameter
     gets a finite gradient."""
     from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
+
     model, pad = build_model(dictionary).train(), dictionary.pad()
     src, prev = random_batch(dictionary)
     target = torch.cat([prev[:, 1:], torch.full((prev.size(0), 1), dictionary.eos())], 1)
     prev[1, 4:], target[1, 4:] = pad, pad  # a shorter target: the real-token path packs it
-    sample = dict(net_input=dict(src_tokens=src, src_lengths=src.ne(pad).sum(1), prev_output_tokens=prev),
-                  target=target)
+    sample = dict(
+        net_input=dict(src_tokens=src, src_lengths=src.ne(pad).sum(1), prev_output_tokens=prev), target=target
+    )
     dtypes = []
     model.decoder.layers[0].ffn.w1.register_forward_hook(lambda m, i, out: dtypes.append(out.dtype))
     with torch.autocast("cpu", dtype=torch.float16):
@@ -247,8 +277,9 @@ def test_beam_reorder_moves_no_keys_and_a_broken_beam_falls_back(dictionary, var
         model.decoder.reorder_incremental_state_scripting(state, torch.tensor([1, 1, 0, 5, 3, 4]))
         assert all(cache[k].data_ptr() == p and torch.equal(cache[k], v) for k, (p, v) in before.items())
         orders = {3: torch.tensor([1, 1, 0, 5, 3, 4]), 5: torch.tensor([0, 3, 1, 4, 2, 5])}  # step 5 mixes sentences
-        enc, state = _decode_with_reorders(model, src, prev, model.encoder.reorder_encoder_out(model.encoder(
-            src[[0, 3]]), expand), orders)
+        enc, state = _decode_with_reorders(
+            model, src, prev, model.encoder.reorder_encoder_out(model.encoder(src[[0, 3]]), expand), orders
+        )
         cache = model.decoder.get_incremental_state(state, "cache")
         assert "beam.history" not in cache and cache["0.self.k"].size(0) == 6
 
@@ -257,6 +288,7 @@ def test_wide_beams_keep_one_self_attention_row_per_hypothesis(dictionary):
     """Beams wider than MAX_SHARED_BEAM (parsing's 21) share the encoder output but not the
     self-attention cache, whose g-fold attention would cost more than the copies it saves."""
     from attn_only_plugin.modules.cache import MAX_SHARED_BEAM
+
     model = build_model(dictionary)
     src, prev = random_batch(dictionary, B=2)
     src, prev, g = src[:1], prev[:1], MAX_SHARED_BEAM + 1
@@ -318,6 +350,7 @@ def test_shared_memory_gives_the_same_weights(dictionary):
 
 def test_shared_rows_rule():
     from attn_only_plugin.models.encoder_decoder import shared_rows
+
     rows, g = shared_rows(torch.tensor([0, 0, 0, 1, 1, 1]), 1)
     assert rows.tolist() == [0, 1] and g == 3  # beam expansion: one row per sentence
     rows, g = shared_rows(torch.tensor([2, 0, 1, 5, 5, 3]), 3)
@@ -333,8 +366,9 @@ def test_weights_do_not_change_outputs(dictionary):
     src, prev = random_batch(dictionary)
     enc = model.encoder(src)
     plain, _ = model.decoder(prev, encoder_out=enc)
-    with_w, extra = model.decoder(prev, encoder_out=model.encoder(src, need_weights=True),
-                                  need_all_weights=True, need_attn=True)
+    with_w, extra = model.decoder(
+        prev, encoder_out=model.encoder(src, need_weights=True), need_all_weights=True, need_attn=True
+    )
     assert torch.allclose(plain, with_w, atol=1e-5)
     w = model.attention_weights(src, prev)
     assert w["encoder"].shape == (2, 3, 4, 7, 7) and w["cross"].shape == (2, 3, 4, 6, 7)

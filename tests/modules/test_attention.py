@@ -1,4 +1,5 @@
 """Eq. (1) and multi-head attention (section 3.2) against hand-computed values."""
+
 import math
 
 import torch
@@ -46,9 +47,9 @@ def test_multi_head_equals_per_head_concat():
     bq, bk, bv = mha.qkv.bias.split([h * d_k, h * d_k, h * d_v])
     heads = []
     for i in range(h):
-        qi = x @ Wq[i * d_k:(i + 1) * d_k].T + bq[i * d_k:(i + 1) * d_k]
-        ki = x @ Wk[i * d_k:(i + 1) * d_k].T + bk[i * d_k:(i + 1) * d_k]
-        vi = x @ Wv[i * d_v:(i + 1) * d_v].T + bv[i * d_v:(i + 1) * d_v]
+        qi = x @ Wq[i * d_k : (i + 1) * d_k].T + bq[i * d_k : (i + 1) * d_k]
+        ki = x @ Wk[i * d_k : (i + 1) * d_k].T + bk[i * d_k : (i + 1) * d_k]
+        vi = x @ Wv[i * d_v : (i + 1) * d_v].T + bv[i * d_v : (i + 1) * d_v]
         heads.append(torch.softmax(qi @ ki.transpose(-1, -2) / math.sqrt(d_k), -1) @ vi)
     expected = mha.out(torch.cat(heads, dim=-1))
     assert out.shape == (2, 4, d_model) and w.shape == (2, h, 4, 4)
@@ -60,6 +61,7 @@ def test_split_heads_puts_a_beams_queries_side_by_side():
     """(B, T, h d) -> (B, h, T, d); with rows = B_s (B = g B_s hypotheses sharing memory rows,
     decoding_state.py) the g hypotheses' queries of a row follow each other: (B_s, h, g T, d)."""
     from attn_only_plugin.modules.attention import split_heads
+
     x = torch.arange(8.0).view(4, 1, 2)  # B = 4 hypotheses, T = 1, h = 2 heads of d = 1
     assert split_heads(x, 2)[:, :, 0, 0].tolist() == [[0, 1], [2, 3], [4, 5], [6, 7]]  # (B, h, T, d)
     beams = split_heads(x, 2, rows=2)  # g = 2 hypotheses per row

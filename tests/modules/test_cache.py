@@ -1,5 +1,6 @@
 """modules/cache.py: the self-attention caches of incremental decoding and their beam reorders,
 against hand-computed layouts."""
+
 import torch
 
 from attn_only_plugin.modules.cache import (
@@ -22,20 +23,20 @@ def test_cache_grows_in_place_and_reorders_with_one_copy():
     with torch.no_grad():
         cache = append_to_cache(None, steps[0])
         first = cache.data_ptr()
-        for i, new in enumerate(steps[1:CACHE_CHUNK + 1], start=2):
+        for i, new in enumerate(steps[1 : CACHE_CHUNK + 1], start=2):
             cache = append_to_cache(cache, new)
             assert cache.data_ptr() == first and cache.shape == (3, 2, i, 4)  # same buffer: no copy
         assert spare_positions(cache) == 0
         cache = append_to_cache(cache, steps[CACHE_CHUNK + 1])  # full: a new buffer with room again
         assert cache.data_ptr() != first and spare_positions(cache) == CACHE_CHUNK
-        assert torch.equal(cache, torch.cat(steps[:CACHE_CHUNK + 2], dim=2))
+        assert torch.equal(cache, torch.cat(steps[: CACHE_CHUNK + 2], dim=2))
         order = torch.tensor([2, 2, 0])  # beam search: hypothesis 2 kept twice, 1 dropped
         reordered = reorder_cache(cache, order)
         assert torch.equal(reordered, cache.index_select(0, order)) and spare_positions(reordered) == CACHE_CHUNK
         grown = append_to_cache(reordered, steps[-1])
         assert grown.data_ptr() == reordered.data_ptr()
         assert torch.equal(grown, torch.cat([cache.index_select(0, order), steps[-1]], dim=2))
-        assert torch.equal(cache, torch.cat(steps[:CACHE_CHUNK + 2], dim=2))  # the old one untouched
+        assert torch.equal(cache, torch.cat(steps[: CACHE_CHUNK + 2], dim=2))  # the old one untouched
 
 
 def test_reorder_in_place_moves_only_rows_that_change():
@@ -95,6 +96,7 @@ def test_masked_entries_change_nothing():
     """Attention over a sentence's entries with the others masked equals attention over the
     hypothesis's own positions alone (Eq. (1) unchanged)."""
     from attn_only_plugin.modules.attention import scaled_dot_product_attention
+
     torch.manual_seed(0)
     k, v, q = torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 4), torch.randn(1, 2, 2, 4)  # g = 2, 3 steps
     table = torch.zeros(1, 2, 6, dtype=torch.bool)
@@ -102,8 +104,8 @@ def test_masked_entries_change_nothing():
     for need_weights in (False, True):
         y, _ = scaled_dot_product_attention(q, k, v, table[:, None], need_weights=need_weights)
         for j, path in enumerate(([0, 3, 4], [0, 2, 5])):
-            alone, _ = scaled_dot_product_attention(q[:, :, j:j + 1], k[:, :, path], v[:, :, path])
-            assert torch.allclose(y[:, :, j:j + 1], alone, atol=1e-6)
+            alone, _ = scaled_dot_product_attention(q[:, :, j : j + 1], k[:, :, path], v[:, :, path])
+            assert torch.allclose(y[:, :, j : j + 1], alone, atol=1e-6)
 
 
 def test_a_windowed_cache_keeps_its_last_positions_in_a_bounded_buffer():

@@ -1,6 +1,7 @@
 """modules/decoding_state.py: the one object through which the decoder and its attention keep and
 reorder incremental decoding's keys and values; each layout and reorder against the plain cache
 (one row per hypothesis, grown by torch.cat, reordered by index_select)."""
+
 import torch
 
 from attn_only_plugin.modules.cache import MAX_SHARED_BEAM, per_hypothesis
@@ -82,6 +83,7 @@ def test_memory_keys_and_values_are_projected_once():
     def project():
         calls.append(1)
         return torch.ones(2, H, 5, D), torch.zeros(2, H, 5, D)
+
     for _ in range(3):
         k, v = state.memory("1.cross", project)
     assert len(calls) == 1 and k.sum() == 2 * H * 5 * D and state.entries["1.cross.v"] is v

@@ -1,4 +1,5 @@
 """Section 5.4: dropout at rate P_drop, drawn as uniform 32-bit integers on a CPU (modules/dropout.py)."""
+
 import pytest
 import torch
 
@@ -6,10 +7,10 @@ from attn_only_plugin.modules.dropout import Dropout, dropout, keep_threshold, u
 
 
 def test_threshold_hand_computed():
-    assert keep_threshold(0.0) == -(2 ** 31)  # every int32 is kept
+    assert keep_threshold(0.0) == -(2**31)  # every int32 is kept
     assert keep_threshold(0.5) == 0  # the non-negative half is kept
-    assert keep_threshold(0.1) == -(2 ** 31) + 429496730  # round(0.1 * 2^32)
-    assert keep_threshold(1.0) == 2 ** 31  # no int32 is kept
+    assert keep_threshold(0.1) == -(2**31) + 429496730  # round(0.1 * 2^32)
+    assert keep_threshold(1.0) == 2**31  # no int32 is kept
 
 
 def test_uniform_int32_uses_all_bits_and_the_seed():
@@ -19,7 +20,7 @@ def test_uniform_int32_uses_all_bits_and_the_seed():
     b = uniform_int32((1001,))
     assert a.dtype == torch.int32 and a.shape == (1001,) and torch.equal(a, b)
     big = uniform_int32((200_000,))
-    assert big.min() < -(2 ** 31) * 0.99 and big.max() > 2 ** 31 * 0.99  # both signs, full range
+    assert big.min() < -(2**31) * 0.99 and big.max() > 2**31 * 0.99  # both signs, full range
     assert abs((big < 0).float().mean().item() - 0.5) < 0.01
     low = (big & 0xFFFF).float()  # the low 16 bits are uniform too
     assert abs(low.mean().item() / 65535 - 0.5) < 0.01
@@ -30,7 +31,7 @@ def test_dropout_is_the_threshold_on_the_same_draws():
     torch.manual_seed(0)
     y = dropout(x, 0.25)
     torch.manual_seed(0)
-    keep = uniform_int32((3, 4)) >= 2 ** 30 - 2 ** 31  # round(0.25 2^32) = 2^30
+    keep = uniform_int32((3, 4)) >= 2**30 - 2**31  # round(0.25 2^32) = 2^30
     assert torch.equal(y == 0, ~keep) and torch.allclose(y, torch.where(keep, x / 0.75, torch.zeros(())))
 
 
@@ -64,6 +65,7 @@ def test_retain_dropout_contract_names():
     names or ours), and the attention's dropout too."""
     from attn_only_plugin.modules.dropout import module_names
     from helpers import build_model, make_dictionary, random_batch
+
     assert module_names("models.0.encoder.layers.1.sub_attn.dropout")[0] == "TransformerEncoderLayer"
     assert module_names("decoder.layers.0.ffn.relu_dropout")[0] == "TransformerDecoderLayer"
     assert module_names("decoder.layers.0.cross_attn")[0] == "MultiheadAttention"

@@ -1,4 +1,5 @@
 """Section 3.4/3.5: sinusoidal encodings, sqrt(d_model) scaling, positions from 0."""
+
 import math
 
 import pytest

@@ -1,4 +1,5 @@
 """Eq. (2), section 3.3: FFN(x) = max(0, x W1 + b1) W2 + b2."""
+
 import torch
 
 from attn_only_plugin.modules import PositionwiseFeedForward

@@ -1,5 +1,6 @@
 """Training on real tokens only (modules/packing.py): the same outputs and gradients as the padded
 computation, and pads never reach a real position."""
+
 import pytest
 import torch
 
@@ -46,8 +47,9 @@ def test_packed_training_equals_padded(dictionary, monkeypatch, pre_norm, left_p
         prev = torch.stack([row.roll(int(row.eq(dictionary.pad()).sum())) for row in prev])
     tgt_real = prev.ne(dictionary.pad())
     packed_calls = []
-    monkeypatch.setattr(Packing, "pack",
-                        lambda self, x, pack=Packing.pack: packed_calls.append(x.shape) or pack(self, x))
+    monkeypatch.setattr(
+        Packing, "pack", lambda self, x, pack=Packing.pack: packed_calls.append(x.shape) or pack(self, x)
+    )
     model.eval()
     want_out, want_grads = _loss_and_grads(model, src, prev, tgt_real)
     assert not packed_calls
@@ -68,6 +70,7 @@ def _saved_for_backward_bytes(model, src, prev):
     def keep(t):
         storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
+
     with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
         model(src, src.ne(1).sum(1), prev)
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -92,6 +95,7 @@ def test_target_packing_only_for_right_padded_targets_in_training():
     left-padded row (a real token after a pad, which causal attention would let see the pad) or
     inference does not."""
     from attn_only_plugin.modules.packing import target_packing
+
     right = torch.tensor([[5, 6, 7, 1], [5, 6, 1, 1]])  # pad = 1: 3 pads in 8
     left = torch.tensor([[5, 6, 7, 1], [1, 1, 5, 6]])
     packing = target_packing(right, 1, True)

@@ -1,5 +1,6 @@
 """modules/relative.py: Shaw et al. (2018)'s Eq. (3)-(4) against hand-computed values for a
 4-token sentence, and gradients reaching a^K and a^V."""
+
 import math
 
 import torch
@@ -22,10 +23,14 @@ def test_relative_logits_and_values_hand_computed():
     k = torch.tensor([0.0, 1.0, 1.0, 0.0]).view(1, 1, 4, 1)
     v = torch.tensor([1.0, 0.0, 0.0, 0.0]).view(1, 1, 4, 1)
     out, w = rel(q, k, v, POS, POS, need_weights=True)
-    logits = torch.tensor([[0.0, 3.0, 3.0, 2.0],    # q_0 = 1: (0+0, 1+2, 1+2, 0+2)
-                           [-2.0, 2.0, 6.0, 4.0],   # q_1 = 2: 2 (0-1, 1+0, 1+2, 0+2)
-                           [0.0, 0.0, 0.0, 0.0],    # q_2 = 0
-                           [-1.0, 0.0, 0.0, 0.0]])  # q_3 = 1: (0-1, 1-1, 1-1, 0+0)
+    logits = torch.tensor(
+        [
+            [0.0, 3.0, 3.0, 2.0],  # q_0 = 1: (0+0, 1+2, 1+2, 0+2)
+            [-2.0, 2.0, 6.0, 4.0],  # q_1 = 2: 2 (0-1, 1+0, 1+2, 0+2)
+            [0.0, 0.0, 0.0, 0.0],  # q_2 = 0
+            [-1.0, 0.0, 0.0, 0.0],
+        ]
+    )  # q_3 = 1: (0-1, 1-1, 1-1, 0+0)
     assert torch.allclose(w[0, 0], logits.softmax(-1), atol=1e-6)
     # row 2 is uniform: 0.25 (v_0 = 1) + 0.25 (a^V_-1 + a^V_-1 + a^V_0 + a^V_+1 = 10 + 10 + 20 + 30)
     assert math.isclose(float(out[0, 0, 2, 0]), 0.25 + 17.5, rel_tol=1e-6)

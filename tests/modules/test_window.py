@@ -1,5 +1,6 @@
 """modules/window.py: which keys a query sees under --attention-window R, hand-written for a
 4-token sentence, and the restricted attention against per-query softmaxes written out."""
+
 import math
 
 import pytest
@@ -11,13 +12,22 @@ from attn_only_plugin.modules.window import position_mask, query_key_positions
 POS = torch.arange(4)
 
 
-@pytest.mark.parametrize("R,encoder,decoder", [
-    (1, [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]],
-        [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]),
-    (2, [[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]],
-        [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1]]),
-    (3, [[1] * 4] * 4, [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]),
-])
+@pytest.mark.parametrize(
+    "R,encoder,decoder",
+    [
+        (
+            1,
+            [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]],
+            [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]],
+        ),
+        (
+            2,
+            [[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]],
+            [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1]],
+        ),
+        (3, [[1] * 4] * 4, [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]),
+    ],
+)
 def test_keys_each_query_sees(R, encoder, decoder):
     """Encoder: |i - j| <= R; decoder: the query and its R predecessors."""
     assert position_mask(None, POS, POS, R, causal=False).int().tolist() == encoder
@@ -64,10 +74,11 @@ def test_banded_attention_equals_the_masked_one(T, R, causal):
     keys per query, padding included (row 1 left-padded), any n against R."""
     from attn_only_plugin.modules import scaled_dot_product_attention
     from attn_only_plugin.modules.window import banded_attention
+
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 3, T, 8), torch.randn(2, 3, T, 8), torch.randn(2, 3, T, 5)
     real = torch.ones(2, T, dtype=torch.bool)
-    real[1, :T // 2] = False
+    real[1, : T // 2] = False
     pos = torch.arange(T)
     expected, _ = scaled_dot_product_attention(q, k, v, position_mask(real[:, None, None, :], pos, pos, R, causal))
     assert torch.allclose(banded_attention(q, k, v, R, causal, real), expected, atol=1e-5)
@@ -78,16 +89,18 @@ def test_long_inputs_take_the_banded_path(monkeypatch, causal):
     """From BANDED_MIN_LENGTH on, training and encoding run banded_attention, with the same result
     as the masked path (and the same gradients); the encoder's row 1 is left-padded."""
     from attn_only_plugin.modules import window
+
     torch.manual_seed(0)
     mha = MultiHeadAttention(8, 2, 4, 4, window=2)
     x = torch.randn(2, window.BANDED_MIN_LENGTH, 8, requires_grad=True)
     real = None if causal else torch.arange(window.BANDED_MIN_LENGTH).expand(2, -1) >= torch.tensor([[0], [100]])
     calls = []
     banded = window.banded_attention
-    monkeypatch.setattr("attn_only_plugin.modules.attention.banded_attention",
-                        lambda *a, **kw: calls.append(1) or banded(*a, **kw))
+    monkeypatch.setattr(
+        "attn_only_plugin.modules.attention.banded_attention", lambda *a, **kw: calls.append(1) or banded(*a, **kw)
+    )
     out = mha(x, key_mask=real, causal=causal)[0]
-    grad, = torch.autograd.grad(out.square().sum(), x)
+    (grad,) = torch.autograd.grad(out.square().sum(), x)
     monkeypatch.setattr("attn_only_plugin.modules.attention.use_banded", lambda n, r: False)
     masked = mha(x, key_mask=real, causal=causal)[0]
     assert calls == [1] and torch.allclose(out, masked, atol=1e-5)

@@ -1,4 +1,5 @@
 """Section 5.3: Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9, as Kingma & Ba write it."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -87,13 +88,28 @@ def test_under_fairseq_fp16_flat_params(monkeypatch):
     copy, answered with a CPU tensor's device index.)"""
     from fairseq.optim.fp16_optimizer import FP16Optimizer
     from omegaconf import OmegaConf
+
     monkeypatch.setattr(torch.cuda, "current_device", lambda: None)
-    cfg = OmegaConf.create({
-        "optimizer": {"_name": "paper_adam", "adam_betas": "(0.9, 0.98)", "adam_eps": 0.1, "weight_decay": 0.0,
-                      "lr": [0.1]},  # epsilon large enough that the gradients' scale shows
-        "common": {"fp16_scale_window": 128, "fp16_init_scale": 128, "fp16_scale_tolerance": 0.0,
-                   "threshold_loss_scale": None, "min_loss_scale": 1e-4, "bf16": False,
-                   "fp16_no_flatten_grads": False}})
+    cfg = OmegaConf.create(
+        {
+            "optimizer": {
+                "_name": "paper_adam",
+                "adam_betas": "(0.9, 0.98)",
+                "adam_eps": 0.1,
+                "weight_decay": 0.0,
+                "lr": [0.1],
+            },  # epsilon large enough that the gradients' scale shows
+            "common": {
+                "fp16_scale_window": 128,
+                "fp16_init_scale": 128,
+                "fp16_scale_tolerance": 0.0,
+                "threshold_loss_scale": None,
+                "min_loss_scale": 1e-4,
+                "bf16": False,
+                "fp16_no_flatten_grads": False,
+            },
+        }
+    )
     torch.manual_seed(0)
     half = [torch.nn.Parameter(torch.randn(5, 3).half()), torch.nn.Parameter(torch.randn(4).half())]
     ref = [torch.nn.Parameter(p.detach().float()) for p in half]

@@ -1,4 +1,5 @@
 """Fixtures for the Section 6.3 parsing tests: the PTB sample and the original C EVALB."""
+
 import shutil
 import subprocess
 import sys
@@ -9,11 +10,22 @@ import pytest
 
 PTB_SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ptb-sample"
 EVALB_CACHE = Path.home() / ".cache" / "attn_only_plugin" / "evalb"
-EVALB_FILES = ("COLLINS.prm", "new.prm", "sample/sample.gld", "sample/sample.tst",
-               "sample/sample.prm")  # the compiled program, never the C source
+EVALB_FILES = (
+    "COLLINS.prm",
+    "new.prm",
+    "sample/sample.gld",
+    "sample/sample.tst",
+    "sample/sample.prm",
+)  # the compiled program, never the C source
 # Fallback flags for compilers stricter than gcc 12 about this 1997 K&R C.
-LENIENT = ["-std=gnu89", "-Wno-implicit-function-declaration", "-Wno-implicit-int",
-           "-Wno-incompatible-pointer-types", "-Wno-int-conversion", "-Wno-pointer-sign"]
+LENIENT = [
+    "-std=gnu89",
+    "-Wno-implicit-function-declaration",
+    "-Wno-implicit-int",
+    "-Wno-incompatible-pointer-types",
+    "-Wno-int-conversion",
+    "-Wno-pointer-sign",
+]
 
 
 @pytest.fixture(scope="session")
@@ -27,13 +39,17 @@ def ptb_files():
 @pytest.fixture(scope="session")
 def ptb_trees(ptb_files):
     from attn_only_plugin.parsing.ptb import read_trees
+
     return [tree for path in ptb_files for tree in read_trees(path)]
 
 
 def _download_evalb_source(workdir: Path) -> Path:
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
-                           "allennlp==0.9.0", "-d", str(workdir)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "allennlp==0.9.0", "-d", str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     wheels = sorted(workdir.glob("allennlp-0.9.0-*.whl"))
     if proc.returncode or not wheels:
         why = (proc.stderr.strip().splitlines() or ["no wheel"])[-1]
@@ -48,8 +64,9 @@ def _download_evalb_source(workdir: Path) -> Path:
 
 def _compile(gcc: str, source: Path) -> None:
     for flags in ([], LENIENT):
-        proc = subprocess.run([gcc, "-O2", *flags, "-o", "evalb", "evalb.c"], cwd=source,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [gcc, "-O2", *flags, "-o", "evalb", "evalb.c"], cwd=source, capture_output=True, text=True
+        )
         if proc.returncode == 0:
             return
     pytest.fail(f"gcc could not compile EVALB's evalb.c:\n{proc.stderr[-2000:]}")

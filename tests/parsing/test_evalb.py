@@ -1,4 +1,5 @@
 """EVALB (Section 6.3 of Vaswani et al. 2017): our Python scorer against the original C program."""
+
 import copy
 import random
 import re
@@ -24,12 +25,13 @@ from attn_only_plugin.parsing.ptb import Tree, tree_to_str
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "evalb.py"
 LABELS = ["NP", "VP", "PP", "ADVP", "PRT", "S", "SBAR", "NP-SBJ", "TOP", "ADJP", "QP"]
 TAGS = ["NN", "VB", ",", ".", "-NONE-", "``", "IN", "DT"]
-NO_LIMIT = replace(COLLINS, max_error=10 ** 6)
+NO_LIMIT = replace(COLLINS, max_error=10**6)
 
 
 def run_c(evalb_c, gold, test, *args):
-    proc = subprocess.run([str(evalb_c / "evalb"), *args, str(gold), str(test)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(evalb_c / "evalb"), *args, str(gold), str(test)], capture_output=True, text=True, timeout=120
+    )
     return proc
 
 
@@ -42,7 +44,7 @@ def compare_with_c(evalb_c, tmp_path, gold_lines, test_lines, params=NO_LIMIT, p
     ours = evaluate_lines(read_lines(gold), read_lines(test), params)
     c_rows = [line for line in proc.stdout.splitlines() if re.match(r"^\s*\d+\s+\d+\s+\d\s", line)]
     assert len(c_rows) == len(ours.sentences)
-    for row, r in zip(c_rows, ours.sentences, strict=True):   # matched, gold, test brackets per sentence
+    for row, r in zip(c_rows, ours.sentences, strict=True):  # matched, gold, test brackets per sentence
         assert [int(v) for v in row.split()[5:8]] == [r.matched, r.gold, r.test], row
     assert _summary_numbers(proc.stdout) == _summary_numbers(format_report(ours))
     assert format_report(ours) == proc.stdout
@@ -52,8 +54,14 @@ def compare_with_c(evalb_c, tmp_path, gold_lines, test_lines, params=NO_LIMIT, p
 
 
 def _summary_numbers(report):
-    keys = ("Bracketing Recall", "Bracketing Precision", "Bracketing FMeasure", "Complete match",
-            "Number of sentence", "Number of Valid sentence")
+    keys = (
+        "Bracketing Recall",
+        "Bracketing Precision",
+        "Bracketing FMeasure",
+        "Complete match",
+        "Number of sentence",
+        "Number of Valid sentence",
+    )
     return [line for line in report.splitlines() if line.startswith(keys)]
 
 
@@ -85,10 +93,10 @@ def perturb(tree, rng, kind):
         node.label = rng.choice(LABELS)
     elif kind == "merge" and parent is not None:
         at = parent.children.index(node)
-        parent.children[at:at + 1] = node.children
+        parent.children[at : at + 1] = node.children
     elif kind == "split" and len(node.children) >= 3:
         at = rng.randrange(len(node.children) - 1)
-        node.children[at:at + 2] = [Tree(rng.choice(LABELS), node.children[at:at + 2])]
+        node.children[at : at + 2] = [Tree(rng.choice(LABELS), node.children[at : at + 2])]
     elif kind == "move" and parent is not None and parent.children[-1] is not node:
         node.children.append(parent.children.pop(parent.children.index(node) + 1))
     elif kind == "unary":
@@ -108,8 +116,7 @@ def perturb(tree, rng, kind):
     return tree
 
 
-KINDS = ["relabel", "merge", "split", "move", "unary", "drop_word", "pos", "word", "top",
-         "normalize"]
+KINDS = ["relabel", "merge", "split", "move", "unary", "drop_word", "pos", "word", "top", "normalize"]
 
 
 def _within_c_limits(tree):
@@ -155,13 +162,17 @@ def test_same_as_c_on_perturbed_ptb(evalb_c, tmp_path, gold_trees, seed):
 
 def test_quote_label_repair_same_as_c(evalb_c, tmp_path):
     """new.prm's QUOTE_LABEL: a quote deleted on one side only is put back (fix_quote)."""
-    gold = ['(S (NP (`` ") (NN a)) (VP (VB b) (\'\' \')))',
-            '(S (NP (`` ") (NN a) (`` ")) (VP (VB b)))',
-            "(S (NP (NN x) (POS ')) (VP (VB b)) (: /))"]
-    test = ['(S (NP (NN ") (NN a)) (VP (VB b) (POS \')))',
-            '(S (NP (NN ") (NN a) (VBZ ")) (VP (VB b)))',
-            "(S (NP (NN x) ('' ')) (VP (VB b) (CD /)))"]
-    params = replace(read_params(evalb_c / "new.prm"), max_error=10 ** 6)
+    gold = [
+        "(S (NP (`` \") (NN a)) (VP (VB b) ('' ')))",
+        '(S (NP (`` ") (NN a) (`` ")) (VP (VB b)))',
+        "(S (NP (NN x) (POS ')) (VP (VB b)) (: /))",
+    ]
+    test = [
+        "(S (NP (NN \") (NN a)) (VP (VB b) (POS ')))",
+        '(S (NP (NN ") (NN a) (VBZ ")) (VP (VB b)))',
+        "(S (NP (NN x) ('' ')) (VP (VB b) (CD /)))",
+    ]
+    params = replace(read_params(evalb_c / "new.prm"), max_error=10**6)
     ours = compare_with_c(evalb_c, tmp_path, gold, test, params=params, prm="new.prm")
     assert [r.words for r in ours.sentences] == [4, 4, 0]
 
@@ -183,8 +194,9 @@ def test_nan_fmeasure_when_nothing_matches_like_c(evalb_c, tmp_path):
 
 # ---------------------------------------------------------------- rules, without the C program
 def test_punctuation_deleted_and_indices_shift():
-    r = score_sentence("(S (NP (DT a) (NN b)) (, ,) (VP (VB c)) (. .))",
-                       "(S (NP (DT a) (NN b) (, ,)) (VP (VB c)) (. .))")
+    r = score_sentence(
+        "(S (NP (DT a) (NN b)) (, ,) (VP (VB c)) (. .))", "(S (NP (DT a) (NN b) (, ,)) (VP (VB c)) (. .))"
+    )
     assert (r.matched, r.gold, r.test, r.words, r.length) == (3, 3, 3, 3, 5)
 
 
@@ -216,16 +228,14 @@ def test_cli_prints_evalb_report_and_one_line_errors(tmp_path):
     gold, test = tmp_path / "gold.txt", tmp_path / "test.txt"
     gold.write_text("( (S (NP (NN a)) (VP (VB b) (. .))) )\n(S (NN c))\n")
     test.write_text("(S (NP (NN a)) (VP (VB b) (. .)))\n(S (NN c))\n")
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(gold), str(test)],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(gold), str(test)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     fmeasure = re.search(r"^Bracketing FMeasure\s+=\s+([\d.]+)$", proc.stdout, re.M)
     assert float(fmeasure.group(1)) == pytest.approx(100 * 2 * 0.8 / 1.8, abs=0.01)
     assert "Number of Valid sentence  =      2" in proc.stdout
     test.write_text("(S (NN c))\n")
     for args in ([gold, test], [gold, tmp_path / "missing"]):
-        proc = subprocess.run([sys.executable, str(SCRIPT), *map(str, args)],
-                              capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True)
         assert proc.returncode == 1 and proc.stderr.startswith("error: ")
         assert len(proc.stderr.strip().splitlines()) == 1
 
@@ -234,8 +244,17 @@ def test_empty_gold_is_an_error_not_a_zero_report(tmp_path):
     """Issue 30, item 9: evalb.py on empty files printed an all-zero report, exit 0."""
     (tmp_path / "gold").write_text("")
     (tmp_path / "test").write_text("")
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "scripts" / "evalb.py"),
-                           str(tmp_path / "gold"), str(tmp_path / "test")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parents[2] / "scripts" / "evalb.py"),
+            str(tmp_path / "gold"),
+            str(tmp_path / "test"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr == (f"error: {tmp_path / 'gold'} holds no trees: give the gold file, one bracketed tree "
-                           "per line\n")
+    assert proc.stderr == (
+        f"error: {tmp_path / 'gold'} holds no trees: give the gold file, one bracketed tree per line\n"
+    )

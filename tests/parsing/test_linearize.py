@@ -1,4 +1,5 @@
 """Linearization of Vinyals et al. (2015), as followed in Section 6.3 of Vaswani et al. (2017)."""
+
 import random
 import re
 
@@ -15,8 +16,9 @@ from attn_only_plugin.parsing.linearize import (
 )
 from attn_only_plugin.parsing.ptb import Tree, parse_tree, tree_to_str
 
-TREE = parse_tree("( (S (NP-SBJ-1 (DT The) (NN cat)) (VP (VBD sat) (NP (-NONE- *T*-1)) "
-                  "(PP-LOC (IN on) (NP (PRP it)))) (. .)) )")
+TREE = parse_tree(
+    "( (S (NP-SBJ-1 (DT The) (NN cat)) (VP (VBD sat) (NP (-NONE- *T*-1)) (PP-LOC (IN on) (NP (PRP it)))) (. .)) )"
+)
 
 
 def test_linearize_matches_vinyals_format():
@@ -42,8 +44,10 @@ def test_round_trip_every_sample_tree(ptb_trees):
     assert scores.fmeasure == 100.0 and scores.valid == len(ptb_trees)
 
 
-@pytest.mark.parametrize("target", ["(S XX XX )NP", "(S XX )S XX", "(S XX XX XX )S", "(S XX",
-                                    "XX )S", "(S (NP )NP XX XX )S", "(S XX foo XX )S"])
+@pytest.mark.parametrize(
+    "target",
+    ["(S XX XX )NP", "(S XX )S XX", "(S XX XX XX )S", "(S XX", "XX )S", "(S (NP )NP XX XX )S", "(S XX foo XX )S"],
+)
 def test_delinearize_rejects_malformed(target):
     with pytest.raises(ValueError):
         delinearize(target.split(), ["a", "b"])
@@ -75,7 +79,7 @@ def test_repair_keeps_every_word_in_order(ptb_trees):
         source, target = linearize(tree)
         fixed, needed = repair(_corrupt(target, rng), source)
         assert fixed.words() == source and not fixed.is_preterminal
-        assert parse_tree(tree_to_str(fixed)) == fixed   # valid, no empty brackets
+        assert parse_tree(tree_to_str(fixed)) == fixed  # valid, no empty brackets
         repaired += needed
     assert repaired > 300
     source, target = linearize(TREE)

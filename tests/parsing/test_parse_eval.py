@@ -1,5 +1,6 @@
 """scripts/parse_eval.py: a fairseq-generate log is scored only against the split it translated
 (its S- lines checked against SPLIT.words, in number and words), and --out never replaces an input."""
+
 import importlib.util
 import os
 import re
@@ -12,8 +13,7 @@ from attn_only_plugin.parsing.linearize import linearize, normalize
 from attn_only_plugin.parsing.ptb import parse_tree, tree_to_str
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "parse_eval.py"
-TREES = ["(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))",
-         "(S (NP (PRP It)) (VP (VBD rained)))"]
+TREES = ["(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))", "(S (NP (PRP It)) (VP (VBD rained)))"]
 
 
 @pytest.fixture
@@ -73,41 +73,59 @@ def test_the_same_bracketing_scores_the_same_with_xx_or_words():
     (some of them wrong or <unk>), give the same F1, repairs and trees."""
     gold = [normalize(parse_tree(t)) for t in TREES]
     words, tags, lines = [t.words() for t in gold], [t.tags() for t in gold], [tree_to_str(t) for t in gold]
-    as_xx = [["(S (NP XX XX )NP (VP XX )VP XX )S", "(S (NP XX )NP (VP XX )VP )S"],   # right
-             ["(S XX (VP XX XX )VP XX )S", "(S (VP XX XX )VP )S"],                  # wrong brackets
-             ["(S (NP XX XX (VP XX )VP", "(S XX XX XX )S )NP"]]                    # malformed: repaired
-    as_words = [["(S (NP The cat )NP (VP sat )VP . )S", "(S (NP It )NP (VP <unk> )VP )S"],
-                ["(S The (VP cat sat )VP . )S", "(S (VP It rained )VP )S"],
-                ["(S (NP The dog (VP sat )VP", "(S It rained rained )S )NP"]]
+    as_xx = [
+        ["(S (NP XX XX )NP (VP XX )VP XX )S", "(S (NP XX )NP (VP XX )VP )S"],  # right
+        ["(S XX (VP XX XX )VP XX )S", "(S (VP XX XX )VP )S"],  # wrong brackets
+        ["(S (NP XX XX (VP XX )VP", "(S XX XX XX )S )NP"],
+    ]  # malformed: repaired
+    as_words = [
+        ["(S (NP The cat )NP (VP sat )VP . )S", "(S (NP It )NP (VP <unk> )VP )S"],
+        ["(S The (VP cat sat )VP . )S", "(S (VP It rained )VP )S"],
+        ["(S (NP The dog (VP sat )VP", "(S It rained rained )S )NP"],
+    ]
     scores = []
     for xx, ws in zip(as_xx, as_words, strict=True):
         (a, repaired_a, trees_a), (b, repaired_b, trees_b) = (
-            score_predictions([h.split() for h in hyps], words, lines, tags) for hyps in (xx, ws))
+            score_predictions([h.split() for h in hyps], words, lines, tags) for hyps in (xx, ws)
+        )
         assert (a.all.fmeasure, repaired_a, trees_a) == (b.all.fmeasure, repaired_b, trees_b)
         scores.append((a.all.fmeasure, repaired_a))
     assert scores[0] == (100.0, 0) and scores[1][0] < 100 and scores[2][1] == 2  # each case is what it says
 
 
 def test_log_of_another_split_or_task_is_refused(parse_eval, data, tmp_path):
-    fix = re.escape(f"score the log against the --data/--split it was generated from, or generate with --gen-subset "
-                    f"test on the data-bin made from {data}")
+    fix = re.escape(
+        f"score the log against the --data/--split it was generated from, or generate with --gen-subset "
+        f"test on the data-bin made from {data}"
+    )
     words = re.escape(str(data / "test.words"))
     other = generate_log(tmp_path / "valid.log", ["A dog barked .", "It snowed"])  # same lengths, other words
-    refused(lambda: parse_eval.evaluate(other, data, "test"),
-            f"error: {re.escape(str(other))} is not the output for {words}: its sentence 0 is 'A dog barked .' but "
-            f"line 1 there is 'The cat sat .' \\(another split or task\\?\\); {fix}")
+    refused(
+        lambda: parse_eval.evaluate(other, data, "test"),
+        f"error: {re.escape(str(other))} is not the output for {words}: its sentence 0 is 'A dog barked .' but "
+        f"line 1 there is 'The cat sat .' \\(another split or task\\?\\); {fix}",
+    )
     longer = generate_log(tmp_path / "longer.log", ["The cat sat .", "It rained", "It rained"], TREES + TREES[1:])
-    refused(lambda: parse_eval.evaluate(longer, data, "test"),
-            f"error: {re.escape(str(longer))} holds 3 source sentences but {words} has 2: it is the output of another "
-            f"split or task; {fix}")
+    refused(
+        lambda: parse_eval.evaluate(longer, data, "test"),
+        f"error: {re.escape(str(longer))} holds 3 source sentences but {words} has 2: it is the output of another "
+        f"split or task; {fix}",
+    )
     translation = generate_log(tmp_path / "mt.log", ["ein Satz", "noch einer"])
     refused(lambda: parse_eval.evaluate(translation, data, "test"), ".* its sentence 0 is 'ein Satz' but .*")
     only_h = tmp_path / "h.log"
-    only_h.write_text("".join(line + "\n" for line in generate_log(tmp_path / "x.log", ["The cat sat .", "It rained"])
-                              .read_text().splitlines() if line.startswith("H-")))
-    refused(lambda: parse_eval.evaluate(only_h, data, "test"),
-            f"error: {re.escape(str(only_h))} has no S- lines \\(source sentences\\): give fairseq-generate's whole "
-            "output, without --quiet, not only its H- lines")
+    only_h.write_text(
+        "".join(
+            line + "\n"
+            for line in generate_log(tmp_path / "x.log", ["The cat sat .", "It rained"]).read_text().splitlines()
+            if line.startswith("H-")
+        )
+    )
+    refused(
+        lambda: parse_eval.evaluate(only_h, data, "test"),
+        f"error: {re.escape(str(only_h))} has no S- lines \\(source sentences\\): give fairseq-generate's whole "
+        "output, without --quiet, not only its H- lines",
+    )
 
 
 def test_out_that_is_an_input_is_refused(parse_eval, data, tmp_path, monkeypatch):
@@ -115,10 +133,18 @@ def test_out_that_is_an_input_is_refused(parse_eval, data, tmp_path, monkeypatch
     (tmp_path / "link.pred").symlink_to(data / "test.gold")
     before = {p: p.read_bytes() for p in (log, *data.iterdir())}
     monkeypatch.chdir(tmp_path)
-    for out, clash in [(log, log), (Path("gen.log"), log), (data / "test.words", data / "test.words"),
-                       (tmp_path / "link.pred", data / "test.gold")]:
-        refused(lambda out=out: parse_eval.main([str(log), "--data", str(data), "--split", "test", "--out", str(out)]),
-                re.escape(f"error: --out {out} is the input {clash}: the predicted trees would replace it; give --out "
-                          "another path, e.g. test.pred"))
+    for out, clash in [
+        (log, log),
+        (Path("gen.log"), log),
+        (data / "test.words", data / "test.words"),
+        (tmp_path / "link.pred", data / "test.gold"),
+    ]:
+        refused(
+            lambda out=out: parse_eval.main([str(log), "--data", str(data), "--split", "test", "--out", str(out)]),
+            re.escape(
+                f"error: --out {out} is the input {clash}: the predicted trees would replace it; give --out "
+                "another path, e.g. test.pred"
+            ),
+        )
     assert {p: p.read_bytes() for p in before} == before
     assert sorted(os.listdir(tmp_path)) == ["gen.log", "link.pred", "text"]

@@ -1,6 +1,7 @@
 """The treebank PCFG baseline for Section 6.3 / Table 4 of Vaswani et al. (2017) (Klein & Manning 2003):
 rules and probabilities by hand, Viterbi CKY against hand-computed trees and brute force, parent
 annotation and Markovization, the rare-word lexicon."""
+
 import importlib.util
 import io
 import itertools
@@ -20,9 +21,11 @@ from attn_only_plugin.parsing.pcfg import PCFGParser
 from attn_only_plugin.parsing.ptb import parse_tree, read_trees, tree_to_str
 
 # VP attachment (flat VP, binarized) once, NP attachment once, no PP twice.
-PP_BANK = ["(S (NP (NNS dogs)) (VP (VBD saw) (NP (NNS cats)) (PP (IN with) (NP (NNS hats)))))",
-           "(S (NP (NNS cats)) (VP (VBD saw) (NP (NP (NNS dogs)) (PP (IN with) (NP (NNS hats))))))",
-           "(S (NP (NNS dogs)) (VP (VBD saw) (NP (NNS cats))))"]
+PP_BANK = [
+    "(S (NP (NNS dogs)) (VP (VBD saw) (NP (NNS cats)) (PP (IN with) (NP (NNS hats)))))",
+    "(S (NP (NNS cats)) (VP (VBD saw) (NP (NP (NNS dogs)) (PP (IN with) (NP (NNS hats))))))",
+    "(S (NP (NNS dogs)) (VP (VBD saw) (NP (NNS cats))))",
+]
 
 
 def trees(lines):
@@ -61,11 +64,13 @@ def test_parent_annotation_and_markovization_symbols():
     tree = normalize(parse_tree("(S (NP-SBJ (DT the) (JJ big) (JJ red) (NN dog)) (VP (VBD barked)) (. .))"))
     assert str(binarize(tree, v=2, h=2)) == (
         "(TOP (S^TOP (NP^S (DT the) (@NP^S<DT> (JJ big) (@NP^S<DT JJ> (JJ red) (NN dog)))) "
-        "(@S^TOP<NP> (VP^S (VBD barked)) (. .))))")
+        "(@S^TOP<NP> (VP^S (VBD barked)) (. .))))"
+    )
     assert str(binarize(tree, v=2, h=1)).count("@NP^S<JJ> (JJ red)") == 1
     assert "(@NP^S<> (JJ big) (@NP^S<> (JJ red)" in str(binarize(tree, v=2, h=0))
     assert str(binarize(tree, v=1, h=3)).startswith(
-        "(TOP (S (NP (DT the) (@NP<DT> (JJ big) (@NP<DT JJ> (JJ red) (NN dog)))) (@S<NP> (VP (VBD barked))")
+        "(TOP (S (NP (DT the) (@NP<DT> (JJ big) (@NP<DT JJ> (JJ red) (NN dog)))) (@S<NP> (VP (VBD barked))"
+    )
     with pytest.raises(ValueError, match="phrase label 'N@P'"):
         binarize(parse_tree("(S (N@P (NN x)))"))
 
@@ -85,8 +90,12 @@ def _nodes(tree):
 
 def test_unary_closure_by_hand():
     """A -> B (1/2), B -> C (1/2), A -> C (1/10): the chain A B C (1/4) beats the rule A -> C."""
-    g = Grammar({("A", "B"): 5, ("A", "C"): 1, ("A", "D", "D"): 4, ("B", "C"): 1, ("B", "D", "D"): 1,
-                 (START, "A"): 1}, ["C", "D"], 1, 0)
+    g = Grammar(
+        {("A", "B"): 5, ("A", "C"): 1, ("A", "D", "D"): 4, ("B", "C"): 1, ("B", "D", "D"): 1, (START, "A"): 1},
+        ["C", "D"],
+        1,
+        0,
+    )
     a, b, c = (g.index[s] for s in "ABC")
     rows = g.closure.of(a)
     best = dict(zip(g.closure.left[rows].tolist(), g.closure.logp[rows].tolist(), strict=False))
@@ -110,8 +119,11 @@ def test_signature_by_hand():
 def test_lexicon_by_hand():
     """c(NN) = 4 (dog twice, walker, printer), c(VBZ) = 2 (runs, walks); words seen once: walker,
     printer (NN, LC-er) and runs, walks (VBZ, LC-s); their shape class LC holds all four."""
-    sentences = [(["dog", "runs"], ["NN", "VBZ"]), (["dog", "walks"], ["NN", "VBZ"]),
-                 (["walker", "printer"], ["NN", "NN"])]
+    sentences = [
+        (["dog", "runs"], ["NN", "VBZ"]),
+        (["dog", "walks"], ["NN", "VBZ"]),
+        (["walker", "printer"], ["NN", "NN"]),
+    ]
     plain = Lexicon(sentences, rare=0)
     nn, vbz = plain.tags.index("NN"), plain.tags.index("VBZ")
     s = plain.scores(["dog", "builder", "jumps", "x"])
@@ -131,12 +143,14 @@ def test_lexicon_by_hand():
 
 
 # A grammar with ambiguity and unary cycles (S -> VP -> S, NP -> NP) for the brute-force check.
-CYCLE_BANK = ["(S (NP (NNS dogs)) (VP (VBD saw) (NP (NNS cats)) (PP (IN with) (NP (NNS hats)))))",
-              "(S (NP (NP (NNS cats))) (VP (VBD saw) (NP (NP (NNS dogs)) (PP (IN with) (NP (NNS hats))))))",
-              "(S (VP (VBD saw) (NP (NNS cats) (NNS hats))))",
-              "(VP (VBD saw) (S (NP (NNS dogs)) (VP (VBD saw))))",
-              "(VP (S (VP (VBD saw) (NP (NNS dogs)))))",
-              "(NP (NP (NNS dogs)) (PP (IN with) (NP (NNS cats) (PP (IN with) (NNS hats)))))"]
+CYCLE_BANK = [
+    "(S (NP (NNS dogs)) (VP (VBD saw) (NP (NNS cats)) (PP (IN with) (NP (NNS hats)))))",
+    "(S (NP (NP (NNS cats))) (VP (VBD saw) (NP (NP (NNS dogs)) (PP (IN with) (NP (NNS hats))))))",
+    "(S (VP (VBD saw) (NP (NNS cats) (NNS hats))))",
+    "(VP (VBD saw) (S (NP (NNS dogs)) (VP (VBD saw))))",
+    "(VP (S (VP (VBD saw) (NP (NNS dogs)))))",
+    "(NP (NP (NNS dogs)) (PP (IN with) (NP (NNS cats) (PP (IN with) (NNS hats)))))",
+]
 
 
 def brute_force(grammar: Grammar, scores, i, j, symbol, chain=()):
@@ -151,8 +165,11 @@ def brute_force(grammar: Grammar, scores, i, j, symbol, chain=()):
             found += [u.logp[r] + s for s in brute_force(grammar, scores, i, j, u.left[r], chain + (symbol,))]
     for r in range(*b.of(symbol).indices(len(b.parent))):
         for k in range(i + 1, j):
-            found += [b.logp[r] + x + y for x in brute_force(grammar, scores, i, k, b.left[r])
-                      for y in brute_force(grammar, scores, k, j, b.right[r])]
+            found += [
+                b.logp[r] + x + y
+                for x in brute_force(grammar, scores, i, k, b.left[r])
+                for y in brute_force(grammar, scores, k, j, b.right[r])
+            ]
     return found
 
 
@@ -162,8 +179,15 @@ def test_viterbi_equals_the_maximum_over_all_derivations(v, h):
     parser = PCFGParser.train(trees(CYCLE_BANK), v=v, h=h)
     g, vocabulary = parser.grammar, ["dogs", "cats", "hats", "saw", "with", "gnus"]
     sentences = [list(s) for n in (1, 2, 3) for s in itertools.product(vocabulary, repeat=n)] + [
-        s.split() for s in ("dogs saw cats with hats", "saw gnus with dogs with hats", "dogs saw saw cats",
-                            "cats hats saw dogs with gnus", "dogs with cats saw hats")]
+        s.split()
+        for s in (
+            "dogs saw cats with hats",
+            "saw gnus with dogs with hats",
+            "dogs saw saw cats",
+            "cats hats saw dogs with gnus",
+            "dogs with cats saw hats",
+        )
+    ]
     parsed = 0
     for words in sentences:
         chart = parser.chart(words)
@@ -230,11 +254,15 @@ def test_script_scores_and_counts_fallbacks(script, data, tmp_path):
     VP of a lone VBD in training) and gets (S (XX gnus) (XX saw)): 1 bracket, right, of gold's 3, and
     no tag right. Recall 5/7, precision 5/5, F1 2 * 5/7 / (12/7) = 5/6; tagging 3/5."""
     report = script.baseline(data, "test", out=tmp_path / "test.pcfg", log=io.StringIO())
-    assert report == ("EVALB (COLLINS.prm) on test, 2 sentences (2 valid): F1 83.33 (recall 71.43, precision "
-                      "100.00, complete match 50.00); treebank PCFG (v=2, h=2, rare 3, trained on train) from words: "
-                      "tagging accuracy 60.00%, 1 right-branching fallbacks")
+    assert report == (
+        "EVALB (COLLINS.prm) on test, 2 sentences (2 valid): F1 83.33 (recall 71.43, precision "
+        "100.00, complete match 50.00); treebank PCFG (v=2, h=2, rare 3, trained on train) from words: "
+        "tagging accuracy 60.00%, 1 right-branching fallbacks"
+    )
     assert (tmp_path / "test.pcfg").read_text().splitlines() == [
-        "(S (NP (NNS dogs)) (VP (VBD saw) (NP (NNS cats))))", "(S (NNS gnus) (VBD saw))"]
+        "(S (NP (NNS dogs)) (VP (VBD saw) (NP (NNS cats))))",
+        "(S (NNS gnus) (VBD saw))",
+    ]
     gold_tags = script.baseline(data, "test", markov=0, vertical=1, gold_tags=True, log=io.StringIO())
     assert "(v=1, h=0, rare 3, trained on train) from gold POS tags: tagging accuracy 60.00%, 1 right" in gold_tags
 
@@ -249,34 +277,63 @@ def test_script_refusals_are_one_line(script, data, tmp_path, monkeypatch):
     (tmp_path / "link.pcfg").symlink_to(data / "train.gold")
     before = {p: p.read_bytes() for p in data.iterdir()}
     monkeypatch.chdir(tmp_path)
-    for out, clash in [(data / "test.words", data / "test.words"), (Path("text/test.gold"), data / "test.gold"),
-                       (tmp_path / "link.pcfg", data / "train.gold")]:
-        refused(lambda out=out: script.main(["--data", str(data), "--out", str(out)]),
-                re.escape(f"error: --out {out} is the input {clash}: the predicted trees would replace it; give "
-                          "--out another path, e.g. test.pcfg"))
-    refused(lambda: script.main(["--data", str(data), "--split", "valid"]),
-            re.escape(f"error: {data / 'valid.words'} not found: run scripts/prepare_ptb.py first (--data is its "
-                      "--out folder)"))
-    refused(lambda: script.main(["--data", str(data), "--train", "valid"]),
-            re.escape(f"error: {data / 'valid.gold'} not found: run scripts/prepare_ptb.py first, with a --split "
-                      "that makes this training split"))
-    refused(lambda: script.main(["--data", str(data), "--markov", "-1"]),
-            "error: --markov -1: give the number of siblings to remember, 0 or more")
-    refused(lambda: script.main(["--data", str(data), "--rare", "-1"]),
-            "error: --rare -1: give a word count, 0 or more")
+    for out, clash in [
+        (data / "test.words", data / "test.words"),
+        (Path("text/test.gold"), data / "test.gold"),
+        (tmp_path / "link.pcfg", data / "train.gold"),
+    ]:
+        refused(
+            lambda out=out: script.main(["--data", str(data), "--out", str(out)]),
+            re.escape(
+                f"error: --out {out} is the input {clash}: the predicted trees would replace it; give "
+                "--out another path, e.g. test.pcfg"
+            ),
+        )
+    refused(
+        lambda: script.main(["--data", str(data), "--split", "valid"]),
+        re.escape(
+            f"error: {data / 'valid.words'} not found: run scripts/prepare_ptb.py first (--data is its --out folder)"
+        ),
+    )
+    refused(
+        lambda: script.main(["--data", str(data), "--train", "valid"]),
+        re.escape(
+            f"error: {data / 'valid.gold'} not found: run scripts/prepare_ptb.py first, with a --split "
+            "that makes this training split"
+        ),
+    )
+    refused(
+        lambda: script.main(["--data", str(data), "--markov", "-1"]),
+        "error: --markov -1: give the number of siblings to remember, 0 or more",
+    )
+    refused(
+        lambda: script.main(["--data", str(data), "--rare", "-1"]), "error: --rare -1: give a word count, 0 or more"
+    )
     assert {p: p.read_bytes() for p in data.iterdir()} == before
     (data / "test.tags").write_text("NNS VBD NNS\n")
-    refused(lambda: script.main(["--data", str(data)]),
-            re.escape(f"error: {data / 'test.words'}, .tags and .gold have 2, 1 and 2 lines: they are not one "
-                      "prepare_ptb.py output; rerun it"))
+    refused(
+        lambda: script.main(["--data", str(data)]),
+        re.escape(
+            f"error: {data / 'test.words'}, .tags and .gold have 2, 1 and 2 lines: they are not one "
+            "prepare_ptb.py output; rerun it"
+        ),
+    )
     (data / "test.tags").write_text("NNS VBD\nNNS VBD\n")
-    refused(lambda: script.main(["--data", str(data)]),
-            re.escape(f"error: line 1 of {data / 'test.words'} has 3 words but {data / 'test.tags'} has 2 tags: "
-                      "they are not one prepare_ptb.py output; rerun it"))
+    refused(
+        lambda: script.main(["--data", str(data)]),
+        re.escape(
+            f"error: line 1 of {data / 'test.words'} has 3 words but {data / 'test.tags'} has 2 tags: "
+            "they are not one prepare_ptb.py output; rerun it"
+        ),
+    )
     (data / "empty.gold").write_text("")
-    refused(lambda: script.main(["--data", str(data), "--train", "empty", "--split", "train"]),
-            re.escape(f"error: {data / 'empty.gold'} has no trees: give --train a split with trees"))
+    refused(
+        lambda: script.main(["--data", str(data), "--train", "empty", "--split", "train"]),
+        re.escape(f"error: {data / 'empty.gold'} has no trees: give --train a split with trees"),
+    )
     (data / "bad.gold").write_text("(S (N@P (NN x)))\n")
-    refused(lambda: script.main(["--data", str(data), "--train", "bad", "--split", "train"]),
-            re.escape(f"error: {data / 'bad.gold'}: phrase label 'N@P' is empty or holds") + ".*")
+    refused(
+        lambda: script.main(["--data", str(data), "--train", "bad", "--split", "train"]),
+        re.escape(f"error: {data / 'bad.gold'}: phrase label 'N@P' is empty or holds") + ".*",
+    )
     assert sorted(os.listdir(tmp_path)) == ["link.pcfg", "text"]

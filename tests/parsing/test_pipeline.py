@@ -1,5 +1,6 @@
 """Section 6.3 end to end: treebank -> linearized data -> fairseq (transformer_parse) ->
 beam 21 -> repaired trees -> EVALB F1; and the data/scoring steps on their own."""
+
 import os
 import subprocess
 import sys
@@ -11,8 +12,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def prepare(out, *split):
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_ptb.py"), "--treebank", str(PTB_SAMPLE),
-                           "--out", str(out), "--split", *split], capture_output=True, text=True)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "prepare_ptb.py"),
+            "--treebank",
+            str(PTB_SAMPLE),
+            "--out",
+            str(out),
+            "--split",
+            *split,
+        ],
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_prepare_and_score_gold(tmp_path, ptb_files):
@@ -23,6 +36,7 @@ def test_prepare_and_score_gold(tmp_path, ptb_files):
     assert len(words) == len(trees) == len((tmp_path / "test.gold").read_text().splitlines()) > 0
     assert all(t.split().count("XX") == len(w.split()) for w, t in zip(words, trees, strict=True))
     from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
+
     tags = [line.split() for line in (tmp_path / "test.tags").read_text().splitlines()]
     gold = (tmp_path / "test.gold").read_text().splitlines()
     result, repaired, _ = score_predictions([t.split() for t in trees], [w.split() for w in words], gold, tags)
@@ -44,6 +58,7 @@ def test_prepare_target_words_and_score_gold(tmp_path, ptb_files):
     for name in ("words", "gold", "tags"):
         assert (words_dir / f"test.{name}").read_bytes() == (xx / f"test.{name}").read_bytes()
     from attn_only_plugin.parsing.data import score_predictions
+
     tags = [line.split() for line in (words_dir / "test.tags").read_text().splitlines()]
     gold = (words_dir / "test.gold").read_text().splitlines()
     result, repaired, _ = score_predictions(copy, words, gold, tags)
@@ -56,18 +71,38 @@ def test_prepare_errors_are_one_line(tmp_path, ptb_files):
     bad = tmp_path / "bank"
     bad.mkdir()
     (bad / "wsj_0001.mrg").write_text("( (S (NP (DT The) (NN cat)) (VP (VBD sat)) )\n")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_ptb.py"), "--treebank", str(bad),
-                           "--out", str(tmp_path / "b"), "--split", "train=1-1"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "prepare_ptb.py"),
+            "--treebank",
+            str(bad),
+            "--out",
+            str(tmp_path / "b"),
+            "--split",
+            "train=1-1",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error:") and "unbalanced" in last and not (tmp_path / "b").exists()
 
 
 def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
-    env = dict(os.environ, WSJ=str(PTB_SAMPLE), SPLIT="train=1-20 valid=21-22 test=170-170", SMALL="1",
-               UPDATES="4", SAVE_EVERY="1", WORK=str(tmp_path))
-    proc = subprocess.run(["bash", str(ROOT / "examples" / "wsj_parsing.sh")], capture_output=True, text=True,
-                          env=env, timeout=1200)
+    env = dict(
+        os.environ,
+        WSJ=str(PTB_SAMPLE),
+        SPLIT="train=1-20 valid=21-22 test=170-170",
+        SMALL="1",
+        UPDATES="4",
+        SAVE_EVERY="1",
+        WORK=str(tmp_path),
+    )
+    proc = subprocess.run(
+        ["bash", str(ROOT / "examples" / "wsj_parsing.sh")], capture_output=True, text=True, env=env, timeout=1200
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "EVALB (COLLINS.prm) on valid" in (tmp_path / "f1.valid.txt").read_text()  # the split to select on
     report = (tmp_path / "f1.test.txt").read_text()
@@ -85,24 +120,45 @@ def test_split_ranges_that_overlap_or_repeat_are_refused(tmp_path):
     import pytest
 
     from attn_only_plugin.parsing.data import parse_ranges
-    assert parse_ranges(["train=1-159", "valid=160-169", "test=170-179"]) == \
-        {"train": (1, 159), "valid": (160, 169), "test": (170, 179)}
+
+    assert parse_ranges(["train=1-159", "valid=160-169", "test=170-179"]) == {
+        "train": (1, 159),
+        "valid": (160, 169),
+        "test": (170, 179),
+    }
     for spec, message in [
-            (["train=1-159", "test=150-179"], "the train and test splits overlap (train=1-159 and test=150-179 share "
-                                              "files 150-159), so the same trees would be in both: give ranges that "
-                                              "do not share files"),
-            (["valid=5-5", "train=1-9"],
-             "the valid and train splits overlap (valid=5-5 and train=1-9 share files 5-5)"),
-            (["test=1-2", "test=3-4"], "the test split is given twice (test=1-2 and test=3-4): give each split once"),
-            (["train=9-1"], "bad split 'train=9-1': the range ends before it starts; write it as train=1-9")]:
+        (
+            ["train=1-159", "test=150-179"],
+            "the train and test splits overlap (train=1-159 and test=150-179 share "
+            "files 150-159), so the same trees would be in both: give ranges that "
+            "do not share files",
+        ),
+        (["valid=5-5", "train=1-9"], "the valid and train splits overlap (valid=5-5 and train=1-9 share files 5-5)"),
+        (["test=1-2", "test=3-4"], "the test split is given twice (test=1-2 and test=3-4): give each split once"),
+        (["train=9-1"], "bad split 'train=9-1': the range ends before it starts; write it as train=1-9"),
+    ]:
         with pytest.raises(ValueError) as refused:
             parse_ranges(spec)
         assert str(refused.value).startswith(message), refused.value
     bank, out = tmp_path / "bank", tmp_path / "out"
     bank.mkdir()
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_ptb.py"), "--treebank", str(bank),
-                           "--out", str(out), "--split", "train=1-159", "test=150-179"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "prepare_ptb.py"),
+            "--treebank",
+            str(bank),
+            "--out",
+            str(out),
+            "--split",
+            "train=1-159",
+            "test=150-179",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1:] == [  # after fairseq's import chatter
         "error: the train and test splits overlap (train=1-159 and test=150-179 share files 150-159), so the same "
-        "trees would be in both: give ranges that do not share files"]
+        "trees would be in both: give ranges that do not share files"
+    ]
     assert not out.exists()

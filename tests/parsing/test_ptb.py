@@ -1,4 +1,5 @@
 """Penn Treebank reading for Section 6.3 of Vaswani et al. (2017)."""
+
 import pytest
 
 from attn_only_plugin.parsing.ptb import Tree, parse_tree, read_trees, tree_to_str
@@ -18,7 +19,8 @@ def test_reads_multi_line_trees_and_drops_empty_top(tmp_path):
     trees = read_trees(path)
     assert [tree_to_str(t) for t in trees] == [
         "(S (NP-SBJ (NNP Mr.) (NNP Vinken)) (VP (VBZ is) (NP-PRD (NN chairman))) (. .))",
-        "(S (NP (-NONE- *)) (VP (VB go)))"]
+        "(S (NP (-NONE- *)) (VP (VB go)))",
+    ]
     assert trees[0].words() == ["Mr.", "Vinken", "is", "chairman", "."]
     assert trees[0].tags() == ["NNP", "NNP", "VBZ", "NN", "."]
 
@@ -31,10 +33,13 @@ def test_round_trips_through_one_line_brackets():
     assert str(Tree("NP", [Tree("NN", word="x")])) == "(NP (NN x))"
 
 
-@pytest.mark.parametrize("text, line, what", [
-    ("( (S (NP (NN a)) )\n( (S (NN b)) )\n", 1, "too many '('"),
-    ("( (S (NN a)) )\n\n( (S (NN b))) )\n", 3, "too many ')'"),
-])
+@pytest.mark.parametrize(
+    "text, line, what",
+    [
+        ("( (S (NP (NN a)) )\n( (S (NN b)) )\n", 1, "too many '('"),
+        ("( (S (NN a)) )\n\n( (S (NN b))) )\n", 3, "too many ')'"),
+    ],
+)
 def test_unbalanced_file_gives_one_line_error(tmp_path, text, line, what):
     path = tmp_path / "broken.mrg"
     path.write_text(text)

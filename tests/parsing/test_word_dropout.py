@@ -1,5 +1,6 @@
 """--word-dropout of the constituency_parsing task (not in the paper): in training only, each source
 word becomes <unk> with probability P, drawn reproducibly per (seed, update, sentence)."""
+
 import pytest
 import torch
 
@@ -69,8 +70,10 @@ class Recorder(torch.nn.Module):
 def test_training_only(d):
     task = ConstituencyParsingTask(ParsingConfig(word_dropout=0.5, seed=1), d, d)
     src = batch(d, [30, 30])
-    sample = {"id": torch.tensor([0, 1]),
-              "net_input": {"src_tokens": src.clone(), "src_lengths": torch.tensor([31, 31])}}
+    sample = {
+        "id": torch.tensor([0, 1]),
+        "net_input": {"src_tokens": src.clone(), "src_lengths": torch.tensor([31, 31])},
+    }
     r = Recorder()
     task.train_step(sample, r, r, r, update_num=5)
     task.valid_step(sample, r, r)

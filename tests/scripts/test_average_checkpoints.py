@@ -1,6 +1,7 @@
 """scripts/average_checkpoints.py: section 6.1 of Vaswani et al. (2017) averages the last 5 (base)
 or 20 (big) checkpoints. Exact means, last-N selection, refusals, atomic output, streaming, and a
 real fairseq-train -> average -> fairseq-generate run."""
+
 import gc
 import os
 import random
@@ -20,19 +21,40 @@ BIN = Path(sys.executable).parent
 def fake_checkpoint(path, scale, shape=(2, 3), extra=None):
     """A fairseq-format checkpoint whose tensors hold known values; embed/out are one tensor (tied)."""
     emb = torch.arange(float(shape[0] * shape[1])).reshape(shape) * scale
-    model = {"embed.weight": emb, "out.weight": emb, "bias": torch.tensor([scale, -2.0 * scale], dtype=torch.float64),
-             "half": torch.tensor([scale], dtype=torch.float16), "steps": torch.tensor([int(scale)])}
+    model = {
+        "embed.weight": emb,
+        "out.weight": emb,
+        "bias": torch.tensor([scale, -2.0 * scale], dtype=torch.float64),
+        "half": torch.tensor([scale], dtype=torch.float16),
+        "steps": torch.tensor([int(scale)]),
+    }
     model.update(extra or {})
-    torch.save({"model": model, "cfg": {"model": {"_name": "attn_only_transformer"}, "tag": str(path)},
-                "optimizer_history": [{"num_updates": int(scale)}], "extra_state": {"epoch": 1},
-                "last_optimizer_state": {"state": {0: {"exp_avg": torch.ones(3)}}}}, path)
+    torch.save(
+        {
+            "model": model,
+            "cfg": {"model": {"_name": "attn_only_transformer"}, "tag": str(path)},
+            "optimizer_history": [{"num_updates": int(scale)}],
+            "extra_state": {"epoch": 1},
+            "last_optimizer_state": {"state": {0: {"exp_avg": torch.ones(3)}}},
+        },
+        path,
+    )
 
 
 def test_exact_mean_tied_weights_and_metadata(tmp_path, cli):
     for u, scale in [(10, 1.0), (20, 2.0), (30, 6.0), (40, 100.0)]:
         fake_checkpoint(tmp_path / f"checkpoint_1_{u}.pt", scale)
-    proc = cli("average_checkpoints", "--inputs", tmp_path, "--num-update-checkpoints", 3,
-               "--checkpoint-upper-bound", 30, "--output", tmp_path / "avg.pt")
+    proc = cli(
+        "average_checkpoints",
+        "--inputs",
+        tmp_path,
+        "--num-update-checkpoints",
+        3,
+        "--checkpoint-upper-bound",
+        30,
+        "--output",
+        tmp_path / "avg.pt",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "checkpoint_1_10.pt" in proc.stderr and "3/3" in proc.stderr and not proc.stdout  # progress on stderr
     avg = torch.load(tmp_path / "avg.pt", weights_only=True)
@@ -49,17 +71,32 @@ def test_exact_mean_tied_weights_and_metadata(tmp_path, cli):
 
 def test_last_n_by_update_and_epoch(tmp_path, script):
     mod = script("average_checkpoints")
-    for name in ["checkpoint1.pt", "checkpoint2.pt", "checkpoint3.pt", "checkpoint10.pt", "checkpoint_last.pt",
-                 "checkpoint_best.pt", "checkpoint_1_5.pt", "checkpoint_1_100.pt", "checkpoint_2_1000.pt",
-                 "checkpoint_3_20.pt", "checkpoint.best_loss_1.2.pt"]:
+    for name in [
+        "checkpoint1.pt",
+        "checkpoint2.pt",
+        "checkpoint3.pt",
+        "checkpoint10.pt",
+        "checkpoint_last.pt",
+        "checkpoint_best.pt",
+        "checkpoint_1_5.pt",
+        "checkpoint_1_100.pt",
+        "checkpoint_2_1000.pt",
+        "checkpoint_3_20.pt",
+        "checkpoint.best_loss_1.2.pt",
+    ]:
         (tmp_path / name).write_bytes(b"")
     names = lambda paths: [p.name for p in paths]  # noqa: E731
     assert names(mod.last_n_checkpoints(tmp_path, 2, by_update=False)) == ["checkpoint3.pt", "checkpoint10.pt"]
     assert names(mod.last_n_checkpoints(tmp_path, 2, False, upper_bound=3)) == ["checkpoint2.pt", "checkpoint3.pt"]
-    assert names(mod.last_n_checkpoints(tmp_path, 3, by_update=True)) == \
-        ["checkpoint_3_20.pt", "checkpoint_1_100.pt", "checkpoint_2_1000.pt"]
-    assert names(mod.last_n_checkpoints(tmp_path, 2, True, upper_bound=999)) == \
-        ["checkpoint_3_20.pt", "checkpoint_1_100.pt"]
+    assert names(mod.last_n_checkpoints(tmp_path, 3, by_update=True)) == [
+        "checkpoint_3_20.pt",
+        "checkpoint_1_100.pt",
+        "checkpoint_2_1000.pt",
+    ]
+    assert names(mod.last_n_checkpoints(tmp_path, 2, True, upper_bound=999)) == [
+        "checkpoint_3_20.pt",
+        "checkpoint_1_100.pt",
+    ]
     with pytest.raises(mod.PluginError, match=r"has 4 named checkpoint_<epoch>_<update>.pt"):
         mod.last_n_checkpoints(tmp_path, 5, by_update=True)
 
@@ -78,6 +115,7 @@ def test_streams_one_checkpoint_at_a_time(tmp_path, script, monkeypatch):
         state = real_load(path)
         loaded.append(weakref.ref(state["model"]["bias"]))
         return state
+
     monkeypatch.setattr(mod, "load_checkpoint", tracking_load)
     avg = mod.average_checkpoints(paths)
     assert len(loaded) == 5 and avg["model"]["half"].item() == 3.0  # mean of 1..5
@@ -105,8 +143,10 @@ def _refusal_case(tmp_path, case):
     if case in ("nan", "inf"):  # a checkpoint from after the training diverged
         value = float(case)
         fake_checkpoint(tmp_path / "b.pt", 2.0, extra={"bias": torch.tensor([1.0, value], dtype=torch.float64)})
-        return pair, (f"{tmp_path / 'b.pt'} holds non-finite weights: bias has 1 NaN/inf of its 2 values, which "
-                      "would make the average NaN/inf: leave it out of --inputs")
+        return pair, (
+            f"{tmp_path / 'b.pt'} holds non-finite weights: bias has 1 NaN/inf of its 2 values, which "
+            "would make the average NaN/inf: leave it out of --inputs"
+        )
     if case == "unsafe":  # a pickle that would run code: the safe loader refuses it
         torch.save({"model": {"x": torch.ones(1)}, "evil": Path("x")}, tmp_path / "b.pt")
         return pair, f"refused to load untrusted checkpoint {tmp_path / 'b.pt'}: it holds pathlib"
@@ -114,8 +154,9 @@ def _refusal_case(tmp_path, case):
     return pair, f"cannot read checkpoint {tmp_path / 'b.pt'}: it is corrupt or truncated"
 
 
-@pytest.mark.parametrize("case", ["shape", "keys", "missing_key", "none", "zero", "folder", "nan", "inf", "unsafe",
-                                  "truncated"])
+@pytest.mark.parametrize(
+    "case", ["shape", "keys", "missing_key", "none", "zero", "folder", "nan", "inf", "unsafe", "truncated"]
+)
 def test_refusals_are_one_line_and_leave_output_alone(tmp_path, cli, case):
     args, expect = _refusal_case(tmp_path, case)
     out = tmp_path / "out" / "avg.pt"
@@ -141,13 +182,19 @@ def test_output_that_is_an_input_is_refused(tmp_path, script, capsys, monkeypatc
     monkeypatch.chdir(tmp_path)
     pair = ["--inputs", first, second]
     newest = ["--inputs", ".", "--num-update-checkpoints", 2]
-    for args, output, clash in [(pair, second, second), (pair, "checkpoint_1_20.pt", second),
-                                (pair, tmp_path / "link.pt", second), (pair, tmp_path / "hard.pt", second),
-                                (newest, "checkpoint_1_10.pt", "checkpoint_1_10.pt")]:
+    for args, output, clash in [
+        (pair, second, second),
+        (pair, "checkpoint_1_20.pt", second),
+        (pair, tmp_path / "link.pt", second),
+        (pair, tmp_path / "hard.pt", second),
+        (newest, "checkpoint_1_10.pt", "checkpoint_1_10.pt"),
+    ]:
         assert mod.main([*map(str, args), "--output", str(output), "--force"]) == 1  # --force or not
         err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("[average]")]
-        assert err == [f"error: --output {output} is the input {clash}: writing it would destroy or change that "
-                       "input, --force or not; give --output a path outside every input"], err
+        assert err == [
+            f"error: --output {output} is the input {clash}: writing it would destroy or change that "
+            "input, --force or not; give --output a path outside every input"
+        ], err
     assert {p.name: p.read_bytes() for p in (first, second)} == before
     assert mod.main([*map(str, pair), "--output", "checkpoint_avg.pt"]) == 0  # the control
     assert torch.load(tmp_path / "checkpoint_avg.pt", weights_only=True)["model"]["half"].item() == 1.5
@@ -167,6 +214,7 @@ def test_atomic_write(tmp_path, script, monkeypatch):
     def dies_halfway(obj, f):
         f.write(b"partial")
         raise KeyboardInterrupt
+
     monkeypatch.setattr(mod.torch, "save", dies_halfway)
     with pytest.raises(KeyboardInterrupt):
         mod.save_atomic({"model": {}}, out)
@@ -184,8 +232,14 @@ def _umask():
 
 
 def _tool(name, *args):
-    proc = subprocess.run([str(BIN / name), *map(str, args)], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore"), timeout=600)
+    proc = subprocess.run(
+        [str(BIN / name), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+        timeout=600,
+    )
     assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
     return proc
 
@@ -200,14 +254,69 @@ def trained(tmp_path_factory):
         rows = [[str(rng.randint(0, 9)) for _ in range(rng.randint(3, 8))] for _ in range(n)]
         (root / f"{split}.src").write_text("".join(" ".join(r) + "\n" for r in rows))
         (root / f"{split}.tgt").write_text("".join(" ".join(reversed(r)) + "\n" for r in rows))
-    _tool("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", root / "train",
-          "--validpref", root / "valid", "--testpref", root / "test", "--destdir", root / "bin",
-          "--joined-dictionary", "--workers", 1)
-    _tool("fairseq-train", root / "bin", "--user-dir", PLUGIN, "--arch", "transformer_base", "--encoder-layers", 2,
-          "--decoder-layers", 2, "--d-model", 32, "--d-ff", 64, "--heads", 4, "--criterion", "paper_label_smoothed_ce",
-          "--lr-scheduler", "noam", "--warmup-updates", 50, "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)",
-          "--adam-eps", "1e-9", "--max-tokens", 2000, "--max-update", 30, "--save-dir", root / "ckpt", "--cpu",
-          "--save-interval-updates", 10, "--keep-interval-updates", 5, "--seed", 1, "--log-format", "simple")
+    _tool(
+        "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--trainpref",
+        root / "train",
+        "--validpref",
+        root / "valid",
+        "--testpref",
+        root / "test",
+        "--destdir",
+        root / "bin",
+        "--joined-dictionary",
+        "--workers",
+        1,
+    )
+    _tool(
+        "fairseq-train",
+        root / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--arch",
+        "transformer_base",
+        "--encoder-layers",
+        2,
+        "--decoder-layers",
+        2,
+        "--d-model",
+        32,
+        "--d-ff",
+        64,
+        "--heads",
+        4,
+        "--criterion",
+        "paper_label_smoothed_ce",
+        "--lr-scheduler",
+        "noam",
+        "--warmup-updates",
+        50,
+        "--optimizer",
+        "adam",
+        "--adam-betas",
+        "(0.9, 0.98)",
+        "--adam-eps",
+        "1e-9",
+        "--max-tokens",
+        2000,
+        "--max-update",
+        30,
+        "--save-dir",
+        root / "ckpt",
+        "--cpu",
+        "--save-interval-updates",
+        10,
+        "--keep-interval-updates",
+        5,
+        "--seed",
+        1,
+        "--log-format",
+        "simple",
+    )
     return root
 
 
@@ -219,8 +328,9 @@ def test_real_checkpoints_average_and_generate(trained, cli):
     ckpt = trained / "ckpt"
     lasts = interval_checkpoints(ckpt)
     assert [int(p.stem.split("_")[-1]) for p in lasts] == [10, 20, 30], os.listdir(ckpt)
-    proc = cli("average_checkpoints", "--inputs", ckpt, "--num-update-checkpoints", 3,
-               "--output", trained / "averaged.pt")
+    proc = cli(
+        "average_checkpoints", "--inputs", ckpt, "--num-update-checkpoints", 3, "--output", trained / "averaged.pt"
+    )
     assert proc.returncode == 0, proc.stderr
     assert all(f"{i}/3 {p}" in proc.stderr for i, p in enumerate(lasts, start=1)), proc.stderr
     models = [torch.load(p, weights_only=True)["model"] for p in lasts]
@@ -234,8 +344,23 @@ def test_real_checkpoints_average_and_generate(trained, cli):
         shared.setdefault(tensor.untyped_storage().data_ptr(), []).append(name)
     for names in (n for n in shared.values() if len(n) > 1):  # tied embeddings stay tied
         assert len({avg["model"][n].untyped_storage().data_ptr() for n in names}) == 1, names
-    gen = _tool("fairseq-generate", trained / "bin", "--user-dir", PLUGIN, "--path", trained / "averaged.pt",
-                "--beam", 4, "--batch-size", 20, "--cpu", "--max-len-a", 1, "--max-len-b", 20)
+    gen = _tool(
+        "fairseq-generate",
+        trained / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        trained / "averaged.pt",
+        "--beam",
+        4,
+        "--batch-size",
+        20,
+        "--cpu",
+        "--max-len-a",
+        1,
+        "--max-len-b",
+        20,
+    )
     assert sum(line.startswith("H-") for line in gen.stdout.splitlines()) == 20
 
 
@@ -243,6 +368,7 @@ def test_real_averaged_checkpoint_loads_in_python(trained, cli):
     from fairseq import checkpoint_utils
 
     import attn_only_plugin  # noqa: F401
+
     out = trained / "explicit.pt"
     proc = cli("average_checkpoints", "--inputs", *interval_checkpoints(trained / "ckpt")[-2:], "--output", out)
     assert proc.returncode == 0, proc.stderr

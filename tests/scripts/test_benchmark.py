@@ -1,5 +1,6 @@
 """scripts/benchmark.py on the tiny preset: it runs, both models decode the same hypotheses, and
 the table and JSON carry every measure. (Speeds themselves are never asserted.)"""
+
 import json
 import os
 import re
@@ -9,8 +10,25 @@ import pytest
 
 def test_tiny_benchmark_runs_and_hypotheses_match(cli, tmp_path):
     out = tmp_path / "bench.json"
-    proc = cli("benchmark", "--preset", "tiny", "--updates", "1", "--warmup", "0", "--repeats", "2",
-               "--batch-size", "4", "--generate", "4", "--peak-tflops", "1", "--out", out)
+    proc = cli(
+        "benchmark",
+        "--preset",
+        "tiny",
+        "--updates",
+        "1",
+        "--warmup",
+        "0",
+        "--repeats",
+        "2",
+        "--batch-size",
+        "4",
+        "--generate",
+        "4",
+        "--peak-tflops",
+        "1",
+        "--out",
+        out,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "identical beam-4 hypotheses: True" in proc.stdout
     assert "training model FLOPs utilisation: " in proc.stdout and "of 1 TFLOP/s" in proc.stdout
@@ -39,6 +57,7 @@ def test_model_flops_hand_computed(script):
     and 3 real tokens, targets of 2 and 2: 6 (128*5 + 232*4) = 9408, plus 3 x attention
     4*1*4 ((2*2 + 4*2) + (3*3 + 5*2)) = 3 * 496 = 1488."""
     import torch
+
     bench = script("benchmark")
     shape = dict(d_model=4, d_ff=8, heads=2, layers=1, vocab=10)
     batch = {"src": torch.tensor([[1, 5, 2], [5, 6, 2]]), "tgt": torch.tensor([[7, 2], [8, 2]])}
@@ -65,12 +84,35 @@ def test_batches_default_to_the_presets(cli, script, tmp_path):
 
 
 def test_generation_only(cli):
-    proc = cli("benchmark", "--preset", "tiny", "--generate", "4", "--batch-size", "4", "--parts", "generation",
-               "--batching", "sorted")
+    proc = cli(
+        "benchmark",
+        "--preset",
+        "tiny",
+        "--generate",
+        "4",
+        "--batch-size",
+        "4",
+        "--parts",
+        "generation",
+        "--batching",
+        "sorted",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "generation sentences/s" in proc.stdout and "training tokens/s" not in proc.stdout
-    proc = cli("benchmark", "--preset", "tiny", "--generate", "2", "--batch-size", "2", "--parts", "generation",
-               "--repeats", "1", "--no-ctranslate2")
+    proc = cli(
+        "benchmark",
+        "--preset",
+        "tiny",
+        "--generate",
+        "2",
+        "--batch-size",
+        "2",
+        "--parts",
+        "generation",
+        "--repeats",
+        "1",
+        "--no-ctranslate2",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "generation sentences/s" in proc.stdout and "CTranslate2" not in proc.stdout
 
@@ -81,12 +123,30 @@ def test_generation_without_ctranslate2_installed(tmp_path):
     import subprocess
     import sys
     from pathlib import Path
+
     (tmp_path / "ctranslate2.py").write_text("raise ImportError('No module named ctranslate2')\n")
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, "scripts/benchmark.py", "--preset", "tiny", "--generate", "2",
-                           "--batch-size", "2", "--parts", "generation", "--repeats", "1"], cwd=root,
-                          env=dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONWARNINGS="ignore"),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "scripts/benchmark.py",
+            "--preset",
+            "tiny",
+            "--generate",
+            "2",
+            "--batch-size",
+            "2",
+            "--parts",
+            "generation",
+            "--repeats",
+            "1",
+        ],
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONWARNINGS="ignore"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ctranslate2 is not installed: no CTranslate2 columns" in proc.stderr
     assert "generation sentences/s" in proc.stdout and "CTranslate2" not in proc.stdout
@@ -96,6 +156,7 @@ def test_batches_follow_fairseq_layout(script):
     """Left-padded sources, right-padded targets, prev_output_tokens = eos + target without its
     eos; "sorted" batches have no source pads and targets of varying length, like fairseq's."""
     from helpers import make_dictionary
+
     bench, d = script("benchmark"), make_dictionary(50)
     for batching in ("random", "sorted"):
         for b in bench.make_batches(d, 3, 8, batching=batching):
@@ -120,16 +181,21 @@ def test_benchmark_needs_no_compiled_fairseq(tmp_path):
     from pathlib import Path
 
     import fairseq
+
     site = tmp_path / "site"
-    shutil.copytree(Path(fairseq.__file__).parent, site / "fairseq",
-                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    shutil.copytree(
+        Path(fairseq.__file__).parent, site / "fairseq", ignore=shutil.ignore_patterns("*.so", "__pycache__")
+    )
     root = Path(__file__).resolve().parents[2]
-    code = ("import fairseq, runpy, sys; assert fairseq.__file__.startswith(sys.argv[1]), fairseq.__file__; "
-            "sys.argv = ['benchmark.py', '--preset', 'tiny', '--updates', '1', '--warmup', '0', '--repeats', '1', "
-            "'--generate', '4', '--batch-size', '4']; runpy.run_path('scripts/benchmark.py', run_name='__main__')")
+    code = (
+        "import fairseq, runpy, sys; assert fairseq.__file__.startswith(sys.argv[1]), fairseq.__file__; "
+        "sys.argv = ['benchmark.py', '--preset', 'tiny', '--updates', '1', '--warmup', '0', '--repeats', '1', "
+        "'--generate', '4', '--batch-size', '4']; runpy.run_path('scripts/benchmark.py', run_name='__main__')"
+    )
     env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{root}", PYTHONWARNINGS="ignore")
-    proc = subprocess.run([sys.executable, "-c", code, str(site)], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(site)], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not list(site.rglob("*.so")) and "identical beam-4 hypotheses: True" in proc.stdout
 
@@ -138,9 +204,14 @@ def test_gpu_bundle_without_an_install_says_what_to_do(tmp_path):
     import os
     import subprocess
     from pathlib import Path
+
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run(["bash", str(root / "scripts" / "gpu_bundle.sh")], capture_output=True, text=True,
-                          env=dict(os.environ, VENV=str(tmp_path / "no-venv")))
+    proc = subprocess.run(
+        ["bash", str(root / "scripts" / "gpu_bundle.sh")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, VENV=str(tmp_path / "no-venv")),
+    )
     assert proc.returncode == 1 and "run 'bash scripts/install.sh' first" in proc.stderr
 
 
@@ -150,12 +221,16 @@ def test_counts_that_measure_nothing_are_refused_up_front(cli, script):
     proc = cli("benchmark", "--preset", "tiny", "--updates", 0)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines() == ["error: --updates must be >= 1, got 0"]
     bench = script("benchmark")
-    for args, message in [(["--repeats", "0"], "--repeats must be >= 1, got 0"),
-                          (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
-                          (["--batch-size", "0"], "--batch-size must be >= 1, got 0: leave it out for the preset's"),
-                          (["--generate", "-4"], "--generate must be >= 1, got -4: leave it out for the preset's"),
-                          (["--peak-tflops", "0"], "--peak-tflops must be > 0, got 0.0: leave it out when the "
-                                                   "device's peak is not known")]:
+    for args, message in [
+        (["--repeats", "0"], "--repeats must be >= 1, got 0"),
+        (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
+        (["--batch-size", "0"], "--batch-size must be >= 1, got 0: leave it out for the preset's"),
+        (["--generate", "-4"], "--generate must be >= 1, got -4: leave it out for the preset's"),
+        (
+            ["--peak-tflops", "0"],
+            "--peak-tflops must be > 0, got 0.0: leave it out when the device's peak is not known",
+        ),
+    ]:
         with pytest.raises(SystemExit, match=f"^error: {re.escape(message)}$"):
             bench.main(["--preset", "tiny", *args])
     with pytest.raises(ValueError, match="--updates must be >= 1, got 0"):  # the library function too
@@ -166,9 +241,13 @@ def test_a_failing_or_dying_worker_ends_the_parent_in_one_line(script):
     bench = script("benchmark")
     ctx = bench.mp.get_context("spawn")
     assert bench.in_process(ctx, int, "12") == 12  # the control
-    with pytest.raises(bench.WorkerError, match=re.escape(
+    with pytest.raises(
+        bench.WorkerError,
+        match=re.escape(
             "the int process failed: ValueError: invalid literal for int() with base 10: 'x': rerun with "
-            "ATTN_ONLY_TRACEBACK=1 for its traceback")):
+            "ATTN_ONLY_TRACEBACK=1 for its traceback"
+        ),
+    ):
         bench.in_process(ctx, int, "x")
     with pytest.raises(bench.WorkerError, match=re.escape("the _exit process died (exit status 3) without a result")):
         bench.in_process(ctx, os._exit, 3)
@@ -180,8 +259,24 @@ def test_a_failing_or_dying_worker_ends_the_parent_in_one_line(script):
 def test_peak_memory_with_checkpoint_activations(cli, tmp_path):
     """--checkpoint-activations measures ours's training peak memory once more, recomputing layers."""
     out = tmp_path / "bench.json"
-    proc = cli("benchmark", "--preset", "tiny", "--parts", "training", "--updates", "1", "--warmup", "0",
-               "--repeats", "1", "--batch-size", "4", "--checkpoint-activations", "--out", out)
+    proc = cli(
+        "benchmark",
+        "--preset",
+        "tiny",
+        "--parts",
+        "training",
+        "--updates",
+        "1",
+        "--warmup",
+        "0",
+        "--repeats",
+        "1",
+        "--batch-size",
+        "4",
+        "--checkpoint-activations",
+        "--out",
+        out,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     ours = json.loads(out.read_text())["training"]["ours"]
     assert ours["peak_mib_checkpointed"] > 0 and ours["peak_mib"] > 0

@@ -1,4 +1,5 @@
 """The paper's compound-split tokenized BLEU (section 6.1) and detokenized sacreBLEU."""
+
 import math
 
 import sacrebleu

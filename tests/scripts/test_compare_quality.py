@@ -1,6 +1,7 @@
 """scripts/compare_quality.py on a tiny digit-reversal data-bin: both models and both recipes train
 through the real fairseq-train, translate through fairseq-generate, and land in one table and JSON;
 a second call reuses the finished runs; bad values are refused in one line before anything runs."""
+
 import json
 import sys
 from pathlib import Path
@@ -8,8 +9,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from toy_training import toy_data  # noqa: E402
 
-TINY = ["--updates", "3", "--layers", "1", "--d-model", "16", "--d-ff", "32", "--heads", "2",
-        "--max-tokens", "400", "--warmup", "2", "--progress-every", "0"]
+TINY = [
+    "--updates",
+    "3",
+    "--layers",
+    "1",
+    "--d-model",
+    "16",
+    "--d-ff",
+    "32",
+    "--heads",
+    "2",
+    "--max-tokens",
+    "400",
+    "--warmup",
+    "2",
+    "--progress-every",
+    "0",
+]
 
 
 def digit_bin(root: Path) -> Path:
@@ -52,19 +69,33 @@ def test_alike_recipe_differs_only_in_the_model(script, tmp_path):
     """Configured alike, the two fairseq-train commands differ only in the model's flags."""
     q = script("compare_quality")
     a = q.main.__globals__["argparse"].Namespace(
-        data_bin=tmp_path, user_dir="P", arch="transformer_base", ours_extra="", builtin_extra="", dropout=0.1,
-        warmup=400, max_tokens=2048, updates=10, **q.SIZES)
+        data_bin=tmp_path,
+        user_dir="P",
+        arch="transformer_base",
+        ours_extra="",
+        builtin_extra="",
+        dropout=0.1,
+        warmup=400,
+        max_tokens=2048,
+        updates=10,
+        **q.SIZES,
+    )
     ours, builtin = (q.train_command(a, m, "alike", 1, tmp_path) for m in ("ours", "builtin"))
-    model_flags = {"ours": q.model_args("ours", {k: str(v) for k, v in q.SIZES.items()}, "transformer_base"),
-                   "builtin": q.model_args("builtin", {k: str(v) for k, v in q.SIZES.items()}, "transformer_base")}
+    model_flags = {
+        "ours": q.model_args("ours", {k: str(v) for k, v in q.SIZES.items()}, "transformer_base"),
+        "builtin": q.model_args("builtin", {k: str(v) for k, v in q.SIZES.items()}, "transformer_base"),
+    }
     assert [x for x in ours if x not in model_flags["ours"]] == [x for x in builtin if x not in model_flags["builtin"]]
     assert "--share-all-embeddings" in builtin and "label_smoothed_cross_entropy" in ours and "adam" in ours
 
 
 def test_bad_values_refused_in_one_line(cli, tmp_path):
     data = digit_bin(tmp_path)
-    for bad, says in [(["--updates", "0"], "--updates must be >= 1"),
-                      (["--seeds", "1", "1"], "--seeds must be distinct"), (["--jobs", "0"], "--jobs must be >= 1")]:
+    for bad, says in [
+        (["--updates", "0"], "--updates must be >= 1"),
+        (["--seeds", "1", "1"], "--seeds must be distinct"),
+        (["--jobs", "0"], "--jobs must be >= 1"),
+    ]:
         proc = cli("compare_quality", "--data-bin", data, "--work", tmp_path / "w", *TINY, *bad)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1  # one line, nothing started
         assert proc.stderr.startswith("error: ") and says in proc.stderr, proc.stderr
@@ -75,8 +106,18 @@ def test_bad_values_refused_in_one_line(cli, tmp_path):
 
 def test_a_failing_training_ends_the_comparison_in_one_line(cli, tmp_path):
     data = digit_bin(tmp_path)
-    proc = cli("compare_quality", "--data-bin", data, "--work", tmp_path / "w", *TINY, "--models", "ours",
-               "--ours-extra", "--heads 3")
+    proc = cli(
+        "compare_quality",
+        "--data-bin",
+        data,
+        "--work",
+        tmp_path / "w",
+        *TINY,
+        "--models",
+        "ours",
+        "--ours-extra",
+        "--heads 3",
+    )
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 1 and last.startswith("error: alike/ours/seed 1: fairseq-train exited 1: d_model=16")
     assert "not divisible by h=3" in last and "train.log" in last

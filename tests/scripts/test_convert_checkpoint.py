@@ -1,4 +1,5 @@
 """scripts/convert_checkpoint.py: fairseq's transformer <-> ours, same hypotheses both ways."""
+
 import sys
 from pathlib import Path
 
@@ -7,17 +8,58 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_end_to_end import PLUGIN, reversal_data, run  # noqa: E402
 
-BUILTIN = ["--arch", "transformer", "--encoder-layers", 2, "--decoder-layers", 2, "--encoder-embed-dim", 32,
-           "--decoder-embed-dim", 32, "--encoder-ffn-embed-dim", 64, "--decoder-ffn-embed-dim", 64,
-           "--encoder-attention-heads", 4, "--decoder-attention-heads", 4, "--share-all-embeddings",
-           "--criterion", "label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "1e-3",
-           "--max-tokens", 2000, "--cpu", "--seed", 1, "--no-epoch-checkpoints"]
+BUILTIN = [
+    "--arch",
+    "transformer",
+    "--encoder-layers",
+    2,
+    "--decoder-layers",
+    2,
+    "--encoder-embed-dim",
+    32,
+    "--decoder-embed-dim",
+    32,
+    "--encoder-ffn-embed-dim",
+    64,
+    "--decoder-ffn-embed-dim",
+    64,
+    "--encoder-attention-heads",
+    4,
+    "--decoder-attention-heads",
+    4,
+    "--share-all-embeddings",
+    "--criterion",
+    "label_smoothed_cross_entropy",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "1e-3",
+    "--max-tokens",
+    2000,
+    "--cpu",
+    "--seed",
+    1,
+    "--no-epoch-checkpoints",
+]
 
 
 def hypotheses(data, path):
     # --user-dir also lets torch's safe loader read fairseq's own checkpoint (argparse.Namespace)
-    out = run("fairseq-generate", data / "bin", "--user-dir", PLUGIN, "--path", path, "--beam", 4,
-              "--lenpen", 0.6, "--batch-size", 50, "--cpu").stdout
+    out = run(
+        "fairseq-generate",
+        data / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        path,
+        "--beam",
+        4,
+        "--lenpen",
+        0.6,
+        "--batch-size",
+        50,
+        "--cpu",
+    ).stdout
     hyps = {}
     for line in out.splitlines():
         if line.startswith("H-"):
@@ -37,8 +79,17 @@ def data(tmp_path_factory):
 
 
 def test_round_trip_same_hypotheses(data, tmp_path, cli):
-    run("fairseq-train", data / "bin", *BUILTIN, "--encoder-learned-pos", "--decoder-learned-pos",
-        "--max-update", 20, "--save-dir", tmp_path)
+    run(
+        "fairseq-train",
+        data / "bin",
+        *BUILTIN,
+        "--encoder-learned-pos",
+        "--decoder-learned-pos",
+        "--max-update",
+        20,
+        "--save-dir",
+        tmp_path,
+    )
     original = hypotheses(data, tmp_path / "checkpoint_last.pt")
     assert len(original) == 100
     proc = cli("convert_checkpoint", "--to", "ours", tmp_path / "checkpoint_last.pt", tmp_path / "ours.pt")
@@ -64,6 +115,7 @@ def test_output_that_is_the_input_is_refused(tmp_path, script, monkeypatch):
     checkpoint is read, the input left as it was."""
     import os
     import re
+
     convert = script("convert_checkpoint")
     ckpt = tmp_path / "model.pt"
     ckpt.write_bytes(b"the only copy of a checkpoint")
@@ -71,8 +123,10 @@ def test_output_that_is_the_input_is_refused(tmp_path, script, monkeypatch):
     os.link(ckpt, tmp_path / "hard.pt")
     monkeypatch.chdir(tmp_path)
     for out in (ckpt, "model.pt", tmp_path / "link.pt", "hard.pt"):
-        message = f"error: OUTPUT {out} is the input {ckpt}: writing it would destroy or change that input, " \
-                  "--force or not; give OUTPUT a path outside every input"
+        message = (
+            f"error: OUTPUT {out} is the input {ckpt}: writing it would destroy or change that input, "
+            "--force or not; give OUTPUT a path outside every input"
+        )
         with pytest.raises(SystemExit, match=f"^{re.escape(message)}$"):
             convert.main(["--to", "fairseq", str(ckpt), str(out), "--force"])
     assert ckpt.read_bytes() == b"the only copy of a checkpoint"
@@ -83,6 +137,7 @@ def test_model_without_positions_is_refused(script):
     """A model trained with --learned-pos --no-absolute-positions stores no position table; fairseq's
     transformer with --encoder/decoder-learned-pos would load it without one: refused in one line."""
     from attn_only_plugin.guards.errors import PluginError
+
     convert = script("convert_checkpoint")
     m = dict(_name="attn_only_transformer", learned_pos=True, no_absolute_positions=True, d_model=32, heads=4)
     with pytest.raises(PluginError, match="^this model uses --no-absolute-positions, .*: it does not convert$"):

@@ -2,6 +2,7 @@
 checkpoint (no training): the folder written atomically, refused when it exists unless --force;
 translation of a file, stdin and fairseq-generate's S-/H-/D- lines; bad input (issue 18, item 7)
 as one-line errors with nothing half-written."""
+
 import dataclasses
 import os
 import re
@@ -28,6 +29,7 @@ def ckpt(tmp_path_factory):
     """A checkpoint of ours as fairseq-train lays it out (cfg.model, cfg.task, model) and its data
     folder (dict.src.txt, dict.tgt.txt: one joined dictionary of digits)."""
     from fairseq.data import Dictionary
+
     root = tmp_path_factory.mktemp("ckpt")
     d = Dictionary()
     for w in DIGITS:
@@ -37,14 +39,20 @@ def ckpt(tmp_path_factory):
         d.save(str(root / "bin" / f"dict.{lang}.txt"))
     model = build_model(d, max_source_positions=POSITIONS, max_target_positions=POSITIONS)
     cfg = dict(dataclasses.asdict(model.cfg), _name="transformer_base")
-    torch.save({"model": model.state_dict(), "args": None,
-                "cfg": {"model": cfg, "task": {"_name": "translation", "source_lang": "src", "target_lang": "tgt"}}},
-               root / "checkpoint.pt")
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "args": None,
+            "cfg": {"model": cfg, "task": {"_name": "translation", "source_lang": "src", "target_lang": "tgt"}},
+        },
+        root / "checkpoint.pt",
+    )
     return root
 
 
 def export(*args):
     from importlib.util import module_from_spec, spec_from_file_location
+
     spec = spec_from_file_location("export_ctranslate2", ROOT / "scripts" / "export_ctranslate2.py")
     module = module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -53,10 +61,18 @@ def export(*args):
 
 def run_script(name, *args, stdin=None, prelude=""):
     """python scripts/NAME.py ARGS, optionally after `prelude` Python lines in the same process."""
-    code = f"{prelude}\nimport runpy, sys\nsys.argv = {[name] + [str(a) for a in args]!r}\n" \
-           f"runpy.run_path({str(ROOT / 'scripts' / f'{name}.py')!r}, run_name='__main__')"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, input=stdin, timeout=300,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    code = (
+        f"{prelude}\nimport runpy, sys\nsys.argv = {[name] + [str(a) for a in args]!r}\n"
+        f"runpy.run_path({str(ROOT / 'scripts' / f'{name}.py')!r}, run_name='__main__')"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=300,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+    )
 
 
 def leftovers(folder: Path) -> list:
@@ -82,6 +98,7 @@ def test_force_never_deletes_an_input_or_a_folder_that_is_not_an_export(ckpt, tm
     CTranslate2 folder), the save dir, the data-bin, a folder above the checkpoint. Every case is one
     line now, checked before the model is read, and every input is left as it was."""
     from test_bad_input import snapshot
+
     save = tmp_path / "run" / "checkpoints"
     save.mkdir(parents=True)
     (save / "checkpoint_last.pt").write_bytes((ckpt / "checkpoint.pt").read_bytes())
@@ -89,9 +106,14 @@ def test_force_never_deletes_an_input_or_a_folder_that_is_not_an_export(ckpt, tm
     shutil.copytree(ckpt / "bin", data)
     (tmp_path / "link").symlink_to(save)
     before = snapshot(tmp_path / "run")
-    for out, problem in [(save / "checkpoint_last.pt", "is the input"), (save, "holds the input"),
-                         (data, "is the input"), (tmp_path / "run", "holds the input"),
-                         (tmp_path / "link", "holds the input"), (data / "ct2", "lies inside the input")]:
+    for out, problem in [
+        (save / "checkpoint_last.pt", "is the input"),
+        (save, "holds the input"),
+        (data, "is the input"),
+        (tmp_path / "run", "holds the input"),
+        (tmp_path / "link", "holds the input"),
+        (data / "ct2", "lies inside the input"),
+    ]:
         with pytest.raises(PluginError, match=f"^--out {out} {problem} .*--force or not; give --out a path outside"):
             export(save / "checkpoint_last.pt", "--data", data, "--out", out, "--force")
     assert snapshot(tmp_path / "run") == before and leftovers(tmp_path) == [] and leftovers(save) == []
@@ -109,6 +131,7 @@ def test_an_export_that_fails_while_writing_leaves_nothing(ckpt, tmp_path, monke
     def save_half(self, folder):
         (Path(folder) / "model.bin").write_bytes(b"half")
         raise OSError(28, "No space left on device")
+
     export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "old")
     before = (tmp_path / "old" / "model.bin").read_bytes()
     monkeypatch.setattr(TransformerSpec, "save", save_half)
@@ -127,13 +150,30 @@ def test_translate_a_file_stdin_and_fairseq_lines(ckpt, tmp_path):
     expected = mt.translate(lines)
     assert mt.translate(lines[0]) == expected[0] and all(isinstance(e, str) for e in expected)
     (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
-    proc = run_script("translate_ctranslate2", out, "--input", tmp_path / "in.txt", "--output", tmp_path / "hyp.txt",
-                      "--batch-size", 2, "--compute-type", "float32")
+    proc = run_script(
+        "translate_ctranslate2",
+        out,
+        "--input",
+        tmp_path / "in.txt",
+        "--output",
+        tmp_path / "hyp.txt",
+        "--batch-size",
+        2,
+        "--compute-type",
+        "float32",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "hyp.txt").read_text().splitlines() == expected
     assert "3/3" in proc.stderr and "sentences/s" in proc.stderr  # the progress bar and the speed
-    proc = run_script("translate_ctranslate2", out, "--fairseq-format", "--quiet", "--compute-type", "float32",
-                      stdin="".join(line + "\n" for line in lines))
+    proc = run_script(
+        "translate_ctranslate2",
+        out,
+        "--fairseq-format",
+        "--quiet",
+        "--compute-type",
+        "float32",
+        stdin="".join(line + "\n" for line in lines),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line.split("\t") for line in proc.stdout.splitlines()]
     assert [r[0] for r in rows] == ["S-0", "H-0", "D-0", "S-1", "H-1", "D-1", "S-2", "H-2", "D-2"]
@@ -144,6 +184,7 @@ def test_translate_a_file_stdin_and_fairseq_lines(ckpt, tmp_path):
 
 # Bad input (issue 18, item 7): one line, nothing written ------------------------------------------
 
+
 def one_line_error(proc, text):
     assert proc.returncode == 1, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.strip().splitlines() if not line.startswith("INFO:")]
@@ -152,10 +193,12 @@ def one_line_error(proc, text):
 
 def test_ctranslate2_missing(ckpt, tmp_path, monkeypatch):
     hide = "import sys; sys.modules['ctranslate2'] = None  # as if not installed"
-    proc = run_script("export_ctranslate2", ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "o",
-                      prelude=hide)
-    one_line_error(proc, "ctranslate2 is not installed: run `bash scripts/install.sh` (or pip install "
-                   "ctranslate2==4.8.5)")
+    proc = run_script(
+        "export_ctranslate2", ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "o", prelude=hide
+    )
+    one_line_error(
+        proc, "ctranslate2 is not installed: run `bash scripts/install.sh` (or pip install ctranslate2==4.8.5)"
+    )
     assert list(tmp_path.iterdir()) == []
     proc = run_script("translate_ctranslate2", tmp_path / "o", stdin="1 2\n", prelude=hide)
     one_line_error(proc, "ctranslate2 is not installed")
@@ -168,8 +211,9 @@ def test_a_checkpoint_that_is_not_ours(ckpt, tmp_path):
     state = torch.load(ckpt / "checkpoint.pt", weights_only=True)
     state["cfg"]["model"] = {"_name": "transformer", "arch": "transformer"}
     torch.save(state, tmp_path / "builtin.pt")
-    with pytest.raises(PluginError, match="holds a 'transformer' model, not attn_only_plugin's: "
-                                          ".*ct2-fairseq-converter"):
+    with pytest.raises(
+        PluginError, match="holds a 'transformer' model, not attn_only_plugin's: .*ct2-fairseq-converter"
+    ):
         export(tmp_path / "builtin.pt", "--data", ckpt / "bin", "--out", tmp_path / "o")
     torch.save(torch.zeros(3), tmp_path / "tensor.pt")
     with pytest.raises(PluginError, match="is not a fairseq checkpoint"):
@@ -193,30 +237,50 @@ def test_dictionaries_missing_or_not_the_checkpoints(ckpt, tmp_path):
     state = torch.load(ckpt / "checkpoint.pt", weights_only=False)
     state["cfg"]["task"] = {"_name": "translation"}
     torch.save(state, tmp_path / "no_pair.pt")
-    with pytest.raises(PluginError, match="cannot tell the language pair .*: the checkpoint records no language pair "
-                                          "either: give the whole data-bin") as refused:
+    with pytest.raises(
+        PluginError,
+        match="cannot tell the language pair .*: the checkpoint records no language pair "
+        "either: give the whole data-bin",
+    ) as refused:
         export(tmp_path / "no_pair.pt", "--data", bare, "--out", tmp_path / "o")
     assert "--source-lang" not in str(refused.value)  # item 8: the export has no such flag
     (tmp_path / "other").mkdir()
     for lang in ("src", "tgt"):
         (tmp_path / "other" / f"dict.{lang}.txt").write_text("a 5\nb 3\n")
-    with pytest.raises(PluginError, match="the source dictionary does not match the checkpoint: it has 6 entries but "
-                                          "the checkpoint's encoder embeddings 14"):
+    with pytest.raises(
+        PluginError,
+        match="the source dictionary does not match the checkpoint: it has 6 entries but "
+        "the checkpoint's encoder embeddings 14",
+    ):
         export(ckpt / "checkpoint.pt", "--data", tmp_path / "other", "--out", tmp_path / "o")
     assert not (tmp_path / "o").exists() and leftovers(tmp_path) == []
 
 
 def test_sentencepiece_model_that_does_not_match_the_vocabulary(ckpt, tmp_path):
     import sentencepiece as spm
+
     export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2")
-    for name, text in {"digits": "3 1 4 1 5 9 2 6 5 3 5 8 9 7 9 3 2 3 8 4 6 2 6 4 3 3 8 3 2 7 9 5 0 2 8 8\n",
-                       "words": "alpha beta gamma delta epsilon zeta theta kappa lambda\n"}.items():
+    for name, text in {
+        "digits": "3 1 4 1 5 9 2 6 5 3 5 8 9 7 9 3 2 3 8 4 6 2 6 4 3 3 8 3 2 7 9 5 0 2 8 8\n",
+        "words": "alpha beta gamma delta epsilon zeta theta kappa lambda\n",
+    }.items():
         (tmp_path / f"{name}.txt").write_text(text * 20)
-        spm.SentencePieceTrainer.train(input=str(tmp_path / f"{name}.txt"), model_prefix=str(tmp_path / name),
-                                       vocab_size=20, model_type="bpe", bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0,
-                                       minloglevel=2)
-    with pytest.raises(PluginError, match=f"sentencepiece model {tmp_path / 'words.model'} does not match the source "
-                                          f"vocabulary of {tmp_path / 'ct2'}: 10 of the dictionary's 10 entries"):
+        spm.SentencePieceTrainer.train(
+            input=str(tmp_path / f"{name}.txt"),
+            model_prefix=str(tmp_path / name),
+            vocab_size=20,
+            model_type="bpe",
+            bos_id=-1,
+            eos_id=-1,
+            pad_id=-1,
+            unk_id=0,
+            minloglevel=2,
+        )
+    with pytest.raises(
+        PluginError,
+        match=f"sentencepiece model {tmp_path / 'words.model'} does not match the source "
+        f"vocabulary of {tmp_path / 'ct2'}: 10 of the dictionary's 10 entries",
+    ):
         attn_only_plugin.load_ctranslate2(tmp_path / "ct2", spm_model=tmp_path / "words.model")
     with pytest.raises(PluginError, match="no sentencepiece model at"):
         attn_only_plugin.load_ctranslate2(tmp_path / "ct2", spm_model=tmp_path / "nope.model")
@@ -231,11 +295,21 @@ def test_input_longer_than_the_position_table(ckpt, tmp_path):
     mt = attn_only_plugin.load_ctranslate2(tmp_path / "ct2")
     fits, too_long = " ".join(["1"] * (POSITIONS - 1)), " ".join(["1"] * POSITIONS)
     assert isinstance(mt.translate(fits), str)
-    with pytest.raises(PluginError, match=f"sentence 1 is {POSITIONS + 1} tokens long \\(with </s>\\), more than the "
-                                          f"model's {POSITIONS} source positions: split or shorten it"):
+    with pytest.raises(
+        PluginError,
+        match=f"sentence 1 is {POSITIONS + 1} tokens long \\(with </s>\\), more than the "
+        f"model's {POSITIONS} source positions: split or shorten it",
+    ):
         mt.translate([fits, too_long])
-    proc = run_script("translate_ctranslate2", tmp_path / "ct2", "--output", tmp_path / "hyp.txt", "--batch-size", 2,
-                      stdin=f"{fits}\n{fits}\n{too_long}\n")
+    proc = run_script(
+        "translate_ctranslate2",
+        tmp_path / "ct2",
+        "--output",
+        tmp_path / "hyp.txt",
+        "--batch-size",
+        2,
+        stdin=f"{fits}\n{fits}\n{too_long}\n",
+    )
     one_line_error(proc, f"input line 3 is {POSITIONS + 1} tokens long (with </s>)")
     assert not (tmp_path / "hyp.txt").exists()
     proc = run_script("translate_ctranslate2", tmp_path / "ct2", stdin="1 2\n\n")
@@ -251,20 +325,30 @@ def test_model_folder_device_and_compute_type(ckpt, tmp_path):
         attn_only_plugin.load_ctranslate2(tmp_path / "ct2")
     export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2", "--force")
     import ctranslate2
+
     if ctranslate2.get_cuda_device_count() == 0:
-        with pytest.raises(PluginError, match="device='cuda': this machine has no usable CUDA GPU: pass "
-                                              "device='cpu' to load_ctranslate2 "
-                                              "\\(translate_ctranslate2.py: --device cpu\\)$"):
+        with pytest.raises(
+            PluginError,
+            match="device='cuda': this machine has no usable CUDA GPU: pass "
+            "device='cpu' to load_ctranslate2 "
+            "\\(translate_ctranslate2.py: --device cpu\\)$",
+        ):
             attn_only_plugin.load_ctranslate2(tmp_path / "ct2", device="cuda")
     with pytest.raises(PluginError, match="CTranslate2 cannot load .* compute_type='int3'"):
         attn_only_plugin.load_ctranslate2(tmp_path / "ct2", compute_type="int3")
     mt = attn_only_plugin.load_ctranslate2(tmp_path / "ct2")
-    for bad, message in ((b"1 2", "sentences is bytes, not str"), ([""], "sentence 0 is empty"),
-                         ({"a": "1"}, "sentences is a dict"), (["1\u200b2"], "invisible character")):
+    for bad, message in (
+        (b"1 2", "sentences is bytes, not str"),
+        ([""], "sentence 0 is empty"),
+        ({"a": "1"}, "sentences is a dict"),
+        (["1\u200b2"], "invisible character"),
+    ):
         with pytest.raises(PluginError, match=message):
             mt.translate(bad)
-    with pytest.raises(PluginError, match="takes beam, lenpen, max_len_a, max_len_b and batch_size, not "
-                                          "sampling: use attn_only_plugin.load"):
+    with pytest.raises(
+        PluginError,
+        match="takes beam, lenpen, max_len_a, max_len_b and batch_size, not sampling: use attn_only_plugin.load",
+    ):
         mt.translate("1 2", sampling=True)
 
 
@@ -272,16 +356,21 @@ def test_ctranslate2_api_arguments_are_checked(ckpt, tmp_path):
     """Issue 30, item 7: batch_size 0 or negative and negative lengths were silently 1; threads and
     device unchecked. One line each, alike with load()'s translate()."""
     export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2")
-    for kwargs, message in [(dict(device="CPU"), "device='CPU': give 'cpu', 'cuda' or 'cuda:N'"),
-                            (dict(intra_threads=-1), "intra_threads=-1: give a whole number >= 0"),
-                            (dict(inter_threads=0), "inter_threads=0: give a whole number >= 1")]:
+    for kwargs, message in [
+        (dict(device="CPU"), "device='CPU': give 'cpu', 'cuda' or 'cuda:N'"),
+        (dict(intra_threads=-1), "intra_threads=-1: give a whole number >= 0"),
+        (dict(inter_threads=0), "inter_threads=0: give a whole number >= 1"),
+    ]:
         with pytest.raises(PluginError, match=f"^{re.escape(message)}"):
             attn_only_plugin.load_ctranslate2(tmp_path / "ct2", **kwargs)
     mt = attn_only_plugin.load_ctranslate2(tmp_path / "ct2")
-    for kwargs, message in [(dict(batch_size=0), "batch_size=0: give a whole number >= 1"),
-                            (dict(batch_size=-3), "batch_size=-3"), (dict(beam=0), "beam=0: give a whole number >= 1"),
-                            (dict(beam="4"), "beam='4'"),
-                            (dict(max_len_b=-5), "max_len_b=-5: give a whole number >= 0")]:
+    for kwargs, message in [
+        (dict(batch_size=0), "batch_size=0: give a whole number >= 1"),
+        (dict(batch_size=-3), "batch_size=-3"),
+        (dict(beam=0), "beam=0: give a whole number >= 1"),
+        (dict(beam="4"), "beam='4'"),
+        (dict(max_len_b=-5), "max_len_b=-5: give a whole number >= 0"),
+    ]:
         with pytest.raises(PluginError, match=f"^{re.escape(message)}"):
             mt.translate("1 2", **kwargs)
     assert isinstance(mt.translate("1 2", batch_size=1), str)  # the control

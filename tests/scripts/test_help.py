@@ -1,5 +1,6 @@
 """`python scripts/NAME.py --help` for every script in scripts/: exit status 0, one paragraph that
 says what the script does, and an example command line of that script."""
+
 import re
 from pathlib import Path
 
@@ -28,8 +29,9 @@ def test_help_has_a_description_and_an_example(name, cli):
     words = " ".join(description).split()
     assert len(words) >= 12, f"the description is {len(words)} words: say what {name}.py does"
     example = re.compile(rf"^\s+python3? scripts/{name}\.py( |$)")
-    assert any(example.match(line) for part in parts[2:] for line in part), \
+    assert any(example.match(line) for part in parts[2:] for line in part), (
         f"no example `python scripts/{name}.py ...` after the description:\n{proc.stdout[-800:]}"
+    )
 
 
 def test_every_script_is_checked():

@@ -1,4 +1,5 @@
 """Attention figures (paper Figures 3-5) and the Python API's attention weights."""
+
 import json
 import struct
 import sys
@@ -16,6 +17,7 @@ def translator(tmp_path_factory):
     root = reversal_data(tmp_path_factory, "attn", 300)
     train(root / "bin", root / "ckpt", "--arch", "transformer_base", *TINY, "--warmup-updates", 10, max_update=5)
     import attn_only_plugin
+
     return attn_only_plugin.load(root / "ckpt", data=root / "bin")
 
 
@@ -37,8 +39,15 @@ def test_figures_and_json(translator, tmp_path, script):
     att = translator.attention("1 2 3 4 5", target="5 4 3 2 1")
     written = plot.render(att, tmp_path, layer=None, word="2", heads=[0, 1])  # a number is an index
     names = {p.name for p in written}
-    assert {"lines_2.png", "heads.png", "grid_encoder.png", "grid_decoder.png", "grid_cross.png",
-            "lines_2.svg", "attention.json"} <= names
+    assert {
+        "lines_2.png",
+        "heads.png",
+        "grid_encoder.png",
+        "grid_decoder.png",
+        "grid_cross.png",
+        "lines_2.svg",
+        "attention.json",
+    } <= names
     for png in tmp_path.glob("*.png"):
         data = png.read_bytes()
         width, height = struct.unpack(">II", data[16:24])
@@ -50,8 +59,11 @@ def test_figures_and_json(translator, tmp_path, script):
     with pytest.raises(SystemExit, match="head 9 is out of range"):
         plot.render(att, tmp_path, layer=None, word="", heads=[9])
     for layer in (-5, -1, 2):  # --layer -5 used to mean the default silently
-        with pytest.raises(SystemExit, match=f"^error: --layer {layer} is out of range: the model has 2 encoder "
-                                             r"layers, numbered 0-1 \(leave --layer out for 0, the second to last\)$"):
+        with pytest.raises(
+            SystemExit,
+            match=f"^error: --layer {layer} is out of range: the model has 2 encoder "
+            r"layers, numbered 0-1 \(leave --layer out for 0, the second to last\)$",
+        ):
             plot.render(att, tmp_path / "refused", layer=layer, word="", heads=[0])
     assert not (tmp_path / "refused").exists()
 

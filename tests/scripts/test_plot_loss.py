@@ -1,14 +1,17 @@
 """scripts/plot_loss.py: loss curves from a fairseq-train log, and no PNG written over the log."""
+
 import os
 
 import pytest
 
-LOG = ("2026-01-01 10:00:00 | INFO | train_inner | epoch 001:     10 / 27 loss=7.512, nll_loss=7.1, ppl=137.2, "
-       "wps=1200, num_updates=10, lr=1e-05\n"
-       "2026-01-01 10:00:05 | INFO | train_inner | epoch 001:     20 / 27 loss=6.9, nll_loss=6.5, ppl=90.5, "
-       "wps=1200, num_updates=20, lr=2e-05\n"
-       "2026-01-01 10:00:09 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 6.7 | nll_loss 6.3 | "
-       "ppl 78.8 | num_updates 27\n")
+LOG = (
+    "2026-01-01 10:00:00 | INFO | train_inner | epoch 001:     10 / 27 loss=7.512, nll_loss=7.1, ppl=137.2, "
+    "wps=1200, num_updates=10, lr=1e-05\n"
+    "2026-01-01 10:00:05 | INFO | train_inner | epoch 001:     20 / 27 loss=6.9, nll_loss=6.5, ppl=90.5, "
+    "wps=1200, num_updates=20, lr=2e-05\n"
+    "2026-01-01 10:00:09 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 6.7 | nll_loss 6.3 | "
+    "ppl 78.8 | num_updates 27\n"
+)
 
 
 def test_reads_train_and_valid_lines(tmp_path, script):
@@ -32,7 +35,8 @@ def test_output_that_is_the_log_is_refused(tmp_path, script, capsys, monkeypatch
         assert stop.value.code == 1
         assert capsys.readouterr().err.splitlines() == [
             f"error: the output {out} is the log {log}: the PNG would replace it; give another output path, "
-            "e.g. loss.png"]
+            "e.g. loss.png"
+        ]
     assert log.read_text() == LOG and sorted(os.listdir(tmp_path)) == ["hard.png", "link.png", "train.log"]
     plot_loss.main(["train.log", "loss.png"])
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and log.read_text() == LOG

@@ -17,8 +17,11 @@ def test_pairs_pooled_shuffled_and_split_by_count(cli, tmp_path):
     data = corpus(tmp_path / "raw")
     proc = cli("shuffle_split", "--data", data, "--test", 3, "--valid", 2, "--seed", 7, "--out", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
-    out = {(s, lang): (tmp_path / "out" / f"{s}.{lang}").read_text().splitlines() for s in ("train", "valid", "test")
-           for lang in ("en", "de")}
+    out = {
+        (s, lang): (tmp_path / "out" / f"{s}.{lang}").read_text().splitlines()
+        for s in ("train", "valid", "test")
+        for lang in ("en", "de")
+    }
     assert [len(out[s, "en"]) for s in ("test", "valid", "train")] == [3, 2, 5]
     for s in ("train", "valid", "test"):  # still aligned
         assert [x.replace("s", "t") for x in out[s, "en"]] == out[s, "de"]
@@ -32,10 +35,12 @@ def test_pairs_pooled_shuffled_and_split_by_count(cli, tmp_path):
 def test_bad_input_one_line_nothing_written(cli, tmp_path):
     data = corpus(tmp_path / "raw")
     (data / "valid.de").write_text("t6\n")  # one line short
-    for args, says in [(["--data", data], "valid.en has 2 lines but .de has 1"),
-                       (["--data", tmp_path / "none"], "missing"),
-                       (["--data", corpus(tmp_path / "ok"), "--test", 5, "--valid", 5], "leave training pairs"),
-                       (["--data", tmp_path / "ok", "--out", tmp_path / "ok"], "is the --data folder")]:
+    for args, says in [
+        (["--data", data], "valid.en has 2 lines but .de has 1"),
+        (["--data", tmp_path / "none"], "missing"),
+        (["--data", corpus(tmp_path / "ok"), "--test", 5, "--valid", 5], "leave training pairs"),
+        (["--data", tmp_path / "ok", "--out", tmp_path / "ok"], "is the --data folder"),
+    ]:
         proc = cli("shuffle_split", *(args if "--out" in args else [*args, "--out", tmp_path / "out"]))
         assert proc.returncode == 1 and proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1
         assert says in proc.stderr, proc.stderr

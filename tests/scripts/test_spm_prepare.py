@@ -1,5 +1,6 @@
 """scripts/spm_prepare.py under the shared rule for outputs (atomic.check_output, issue 30 item 2):
 `--data raw --out raw` wrote the segmented text over the raw corpus."""
+
 import hashlib
 
 
@@ -20,8 +21,12 @@ def test_output_may_not_be_or_lie_inside_the_corpus_and_is_replaced_only_with_fo
     raw = corpus(tmp_path)
     before = digests(raw)
     (tmp_path / "link").symlink_to(raw)
-    for out, problem in [(raw, "is the input"), (tmp_path / "link", "is the input"),
-                         (raw / "spm", "lies inside the input"), (tmp_path, "holds the input")]:
+    for out, problem in [
+        (raw, "is the input"),
+        (tmp_path / "link", "is the input"),
+        (raw / "spm", "lies inside the input"),
+        (tmp_path, "holds the input"),
+    ]:
         proc = cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out, "--force")
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
         assert proc.stderr.startswith(f"error: --out {out} {problem} {raw}: writing it would destroy"), proc.stderr
@@ -30,8 +35,10 @@ def test_output_may_not_be_or_lie_inside_the_corpus_and_is_replaced_only_with_fo
     assert cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out).returncode == 0
     written = digests(out)
     proc = cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out)
-    assert proc.returncode == 1 and proc.stderr == f"error: --out {out} already exists: pass --force to replace it, " \
-                                                   "or choose another --out\n"
+    assert (
+        proc.returncode == 1
+        and proc.stderr == f"error: --out {out} already exists: pass --force to replace it, or choose another --out\n"
+    )
     assert digests(out) == written
     assert cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", out, "--force").returncode == 0
 
@@ -53,8 +60,10 @@ def test_byte_order_mark_nul_line_counts_and_one_language(cli, tmp_path):
     proc = cli("spm_prepare", "--data", raw, "--vocab-size", 100, "--out", tmp_path / "o2")
     assert proc.returncode == 1 and proc.stderr == (
         f"error: {raw / 'valid.en'} has 50 lines but {raw / 'valid.de'} has 49: a parallel corpus has one sentence "
-        "per line on both sides, in the same order; align the files first\n")
-    proc = cli("spm_prepare", "--data", raw, "--src", "en", "--tgt", "en", "--vocab-size", 100,
-               "--out", tmp_path / "o2")
+        "per line on both sides, in the same order; align the files first\n"
+    )
+    proc = cli(
+        "spm_prepare", "--data", raw, "--src", "en", "--tgt", "en", "--vocab-size", 100, "--out", tmp_path / "o2"
+    )
     assert proc.returncode == 1 and proc.stderr.startswith("error: --src and --tgt are both 'en'")
     assert not (tmp_path / "o2").exists()

@@ -1,5 +1,6 @@
 """scripts/_standalone.py: the scripts that do not import fairseq still end an unforeseen error in
 one line (errors.py's hook, loaded from its file), and really import neither fairseq nor torch."""
+
 import os
 import subprocess
 import sys
@@ -9,8 +10,18 @@ import pytest
 from conftest import SCRIPTS
 
 # every script that does not import the attn_only_plugin package (and with it fairseq)
-STANDALONE = ["bleu_compound_split", "compare_quality", "evalb", "plot_loss", "prepare_libreoffice",
-              "sacrebleu_detok", "shuffle_split", "spm_prepare", "table1", "training_flops"]
+STANDALONE = [
+    "bleu_compound_split",
+    "compare_quality",
+    "evalb",
+    "plot_loss",
+    "prepare_libreoffice",
+    "sacrebleu_detok",
+    "shuffle_split",
+    "spm_prepare",
+    "table1",
+    "training_flops",
+]
 UNEXPECTED = "unexpected: rerun with ATTN_ONLY_TRACEBACK=1 for the traceback and report it"
 
 # Runs a script as `python scripts/NAME.py a b` would, with a failure nobody foresaw injected where
@@ -27,8 +38,13 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 def run(code, *args, **env):
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore", **env), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONWARNINGS="ignore", **env),
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("name", STANDALONE)
@@ -46,21 +62,25 @@ def test_traceback_on_request():
 
 def test_known_cause_is_explained():
     """explain.py comes along: an OSError naming its path gets the path and what to do."""
-    code = RUN_WITH_A_BUG.replace('raise KeyError("boom")',
-                                  'raise PermissionError(13, "Permission denied", "/x/out.txt")')
+    code = RUN_WITH_A_BUG.replace(
+        'raise KeyError("boom")', 'raise PermissionError(13, "Permission denied", "/x/out.txt")'
+    )
     proc = run(code, str(SCRIPTS / "spm_prepare.py"))
     assert proc.returncode == 1
-    assert proc.stderr.strip() == ("error: /x/out.txt: Permission denied: no permission: write elsewhere or change "
-                                   "the folder's permissions")
+    assert proc.stderr.strip() == (
+        "error: /x/out.txt: Permission denied: no permission: write elsewhere or change the folder's permissions"
+    )
 
 
 @pytest.mark.parametrize("name", STANDALONE)
 def test_imports_neither_fairseq_nor_torch(name):
     """The point of loading files by path: --help (and with it every top-level import and the
     package files the script loads) runs without fairseq or torch."""
-    code = ("import runpy, sys\nsys.argv = [sys.argv[1], '--help']\ntry:\n"
-            "    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'fairseq', 'torch', 'attn_only_plugin'}))")
+    code = (
+        "import runpy, sys\nsys.argv = [sys.argv[1], '--help']\ntry:\n"
+        "    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'fairseq', 'torch', 'attn_only_plugin'}))"
+    )
     proc = run(code, str(SCRIPTS / f"{name}.py"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
@@ -84,11 +104,21 @@ def test_help_under_a_bare_python(name):
     venv's start-up happened to have imported: under `python -S` (no site, as a Python outside the
     project's venv may start) every standalone script, --help included, ended in a traceback. Run as
     a file: runpy would import importlib.machinery itself."""
-    bare = subprocess.run([sys.executable, "-S", "-c", "import sys; print('importlib.machinery' in sys.modules)"],
-                          capture_output=True, text=True, timeout=60)
+    bare = subprocess.run(
+        [sys.executable, "-S", "-c", "import sys; print('importlib.machinery' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bare.stdout.strip() == "False"  # the condition of the bug, or this test could not fail
     import site
+
     packages = os.pathsep.join(site.getsitepackages())  # on the path, without site's start-up imports
-    proc = subprocess.run([sys.executable, "-S", str(SCRIPTS / f"{name}.py"), "--help"], capture_output=True,
-                          text=True, timeout=120, env=dict(os.environ, PYTHONPATH=packages))
+    proc = subprocess.run(
+        [sys.executable, "-S", str(SCRIPTS / f"{name}.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=packages),
+    )
     assert proc.returncode == 0 and "usage:" in proc.stdout, proc.stderr

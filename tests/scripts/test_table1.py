@@ -1,12 +1,16 @@
 """scripts/table1.py: Table 1 measured. Speeds are never asserted; the points, the plot and the
 refusals are."""
+
 import struct
 
 
 def test_points_and_plot(script, tmp_path):
     table1 = script("table1")
-    rows = [dict(table1.measure_one(kind, window, n, 1, 1), label=f"{kind} {window}")
-            for kind, window in [("full", 0), ("masked", 2), ("restricted", 2), ("ffn", 0)] for n in (8, 16)]
+    rows = [
+        dict(table1.measure_one(kind, window, n, 1, 1), label=f"{kind} {window}")
+        for kind, window in [("full", 0), ("masked", 2), ("restricted", 2), ("ffn", 0)]
+        for n in (8, 16)
+    ]
     assert all(r["seconds"] > 0 and r["peak_bytes"] >= 0 and r["n"] in (8, 16) for r in rows)
     table1.plot(rows, tmp_path / "t.png")
     png = (tmp_path / "t.png").read_bytes()
@@ -19,9 +23,11 @@ def test_curves_name_the_windows(script):
 
 
 def test_counts_that_measure_nothing_are_refused(cli, tmp_path):
-    for args, message in [(["--windows", "0"], "error: --windows must all be >= 1, got 0"),
-                          (["--lengths", "64", "-1"], "error: --lengths must all be >= 1, got -1"),
-                          (["--repeats", "0"], "error: --repeats and --threads must be >= 1, got 0 and 1")]:
+    for args, message in [
+        (["--windows", "0"], "error: --windows must all be >= 1, got 0"),
+        (["--lengths", "64", "-1"], "error: --lengths must all be >= 1, got -1"),
+        (["--repeats", "0"], "error: --repeats and --threads must be >= 1, got 0 and 1"),
+    ]:
         proc = cli("table1", *args, "--out", tmp_path / "x.png")
         assert proc.returncode == 1 and proc.stderr.strip() == message, proc.stderr
         assert not (tmp_path / "x.png").exists()

@@ -1,4 +1,5 @@
 """scripts/training_flops.py: Table 2 of Vaswani et al. (2017), the paper's estimate and the analytic count."""
+
 import re
 
 import pytest
@@ -24,8 +25,22 @@ def test_analytic_by_hand(script):
     attn = 2 * 2 * 2 * (2 * d_src + (3 + 2) * d_tgt)  # 2 FLOPs x (QK^T + AV) x d x keys, per query
     assert m.attention_flops(1, 2, 2, 3, d_src, d_tgt) == attn == 840
     expected = 6 * (32 * 15 + 68 * 15) + 3 * 840  # 9000 + 2520
-    est = m.estimate(dict(hours=1, gpus=1, gpu="P100", precision="fp32", layers=1, d_model=2, d_ff=4, vocab=10,
-                          steps=3, tokens_per_step=5, src_len=2, tgt_len=3))
+    est = m.estimate(
+        dict(
+            hours=1,
+            gpus=1,
+            gpu="P100",
+            precision="fp32",
+            layers=1,
+            d_model=2,
+            d_ff=4,
+            vocab=10,
+            steps=3,
+            tokens_per_step=5,
+            src_len=2,
+            tgt_len=3,
+        )
+    )
     assert est["analytic"] == expected == 11520 and est["params"] == 100
 
 
@@ -44,8 +59,21 @@ def test_cli_prints_both(cli):
     assert "= 3.3e+18 FLOPs" in base.stdout and "analytic count" in base.stdout
     big = cli("training_flops", "--model", "big")
     assert "= 2.3e+19 FLOPs" in big.stdout
-    own = cli("training_flops", "--hours", 2, "--gpus", 4, "--gpu", "H100", "--precision", "bf16",
-              "--params", 1e8, "--tokens", 1e9)
+    own = cli(
+        "training_flops",
+        "--hours",
+        2,
+        "--gpus",
+        4,
+        "--gpu",
+        "H100",
+        "--precision",
+        "bf16",
+        "--params",
+        1e8,
+        "--tokens",
+        1e9,
+    )
     assert own.returncode == 0, own.stderr
     assert f"= {2 * 3600 * 4 * 989e12:.2g} FLOPs" in own.stdout and f"= {6e17:.2g} FLOPs" in own.stdout
     bad = cli("training_flops", "--hours", 1, "--gpus", 1, "--gpu", "K80", "--precision", "tf32", "--model", "base")
@@ -58,8 +86,16 @@ def test_counts_not_above_zero_are_refused(cli, script):
     assert bad.returncode == 1 and bad.stderr.strip().splitlines() == ["error: --hours must be a number > 0, got -3"]
     assert not bad.stdout
     m = script("training_flops")
-    for name, value in [("gpus", 0), ("d_model", -512), ("steps", 0), ("tokens", float("nan")),
-                        ("tgt_len", float("inf")), ("params", -1e8)]:
-        with pytest.raises(ValueError, match=f"^{re.escape(f'--{name}'.replace('_', '-'))} must be a number > 0, "
-                                             f"got {re.escape(f'{value:g}')}$"):
+    for name, value in [
+        ("gpus", 0),
+        ("d_model", -512),
+        ("steps", 0),
+        ("tokens", float("nan")),
+        ("tgt_len", float("inf")),
+        ("params", -1e8),
+    ]:
+        with pytest.raises(
+            ValueError,
+            match=f"^{re.escape(f'--{name}'.replace('_', '-'))} must be a number > 0, got {re.escape(f'{value:g}')}$",
+        ):
             m.estimate({**m.DEFAULTS, **m.PAPER_RUNS["base"], name: value})

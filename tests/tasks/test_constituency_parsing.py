@@ -1,4 +1,5 @@
 """Tree-constrained beam search for section 6.3 (tasks/constituency_parsing.py)."""
+
 import random
 from types import SimpleNamespace
 
@@ -25,8 +26,12 @@ def tree_dictionary(with_orphan=True):
 def source_batch(src_dict, *sentences):
     """(B, S) source tokens as fairseq batches them: words, EOS, left-padded."""
     width = max(len(words.split()) for words in sentences) + 1
-    rows = [[src_dict.pad()] * (width - len(words.split()) - 1) + [src_dict.index(w) for w in words.split()]
-            + [src_dict.eos()] for words in sentences]
+    rows = [
+        [src_dict.pad()] * (width - len(words.split()) - 1)
+        + [src_dict.index(w) for w in words.split()]
+        + [src_dict.eos()]
+        for words in sentences
+    ]
     return torch.tensor(rows)
 
 
@@ -53,16 +58,19 @@ def constraints():
 OPENS = sorted("(" + label for label in LABELS)
 
 
-@pytest.mark.parametrize("tokens, expected", [
-    ("", OPENS),                                    # a tree starts with a bracket; never (ORPHAN
-    ("(S", ["XX"] + OPENS),                         # no empty constituent: no )S yet
-    ("(S XX", ["XX"] + OPENS),                      # the outermost bracket waits for every word
-    ("(S (NP XX", [")NP", "XX"] + OPENS),           # only the innermost bracket's label closes
-    ("(S (NP XX XX", [")NP"]),                      # both words placed: only closing brackets
-    ("(S (NP XX XX )NP", [")S"]),
-    ("(S XX XX", [")S"]),
-    ("(S XX XX )S", ["</s>"]),                      # nothing after the outermost bracket
-])
+@pytest.mark.parametrize(
+    "tokens, expected",
+    [
+        ("", OPENS),  # a tree starts with a bracket; never (ORPHAN
+        ("(S", ["XX"] + OPENS),  # no empty constituent: no )S yet
+        ("(S XX", ["XX"] + OPENS),  # the outermost bracket waits for every word
+        ("(S (NP XX", [")NP", "XX"] + OPENS),  # only the innermost bracket's label closes
+        ("(S (NP XX XX", [")NP"]),  # both words placed: only closing brackets
+        ("(S (NP XX XX )NP", [")S"]),
+        ("(S XX XX", [")S"]),
+        ("(S XX XX )S", ["</s>"]),  # nothing after the outermost bracket
+    ],
+)
 def test_allowed_tokens_by_hand(constraints, tokens, expected):
     d, c = constraints
     assert names(d, c.allowed(7, prefix(d, tokens))) == sorted(expected)
@@ -115,9 +123,11 @@ def test_constrained_beam_search_of_an_untrained_model_gives_trees():
     lengths = [5, 2, 1]  # words per sentence, left-padded as fairseq batches them
     src = torch.full((3, max(lengths) + 1), src_dict.pad())
     for row, n in enumerate(lengths):
-        src[row, -n - 1:] = torch.tensor([src_dict.index(f"w{i}") for i in range(n)] + [src_dict.eos()])
-    sample = {"id": torch.tensor([40, 41, 42]),
-              "net_input": {"src_tokens": src, "src_lengths": torch.tensor([n + 1 for n in lengths])}}
+        src[row, -n - 1 :] = torch.tensor([src_dict.index(f"w{i}") for i in range(n)] + [src_dict.eos()])
+    sample = {
+        "id": torch.tensor([40, 41, 42]),
+        "net_input": {"src_tokens": src, "src_lengths": torch.tensor([n + 1 for n in lengths])},
+    }
     hypos = task.inference_step(generator, [model], sample)
     for n, beam in zip(lengths, hypos, strict=True):
         assert len(beam) == 5
@@ -138,6 +148,7 @@ def test_unconstrained_by_default():
 
 # The copy linearization (prepare_ptb.py --target-words): no XX in the target dictionary, each
 # word slot holds exactly the next source word.
+
 
 def copy_dictionary(words=("The", "cat", "sat", "."), placeholder=False):
     d = tree_dictionary(with_orphan=False)
@@ -172,11 +183,11 @@ def test_copy_mode_forces_each_source_word_in_order(left_pad):
     assert c.copy
     assert walk(tgt, c, 3, "") == OPENS
     assert walk(tgt, c, 3, "(S") == sorted(["The"] + OPENS)
-    assert walk(tgt, c, 3, "(S The") == sorted(["<unk>"] + OPENS)   # an unknown word's slot is <unk>
+    assert walk(tgt, c, 3, "(S The") == sorted(["<unk>"] + OPENS)  # an unknown word's slot is <unk>
     assert walk(tgt, c, 3, "(S The <unk> (VP") == sorted(["sat"] + OPENS)
-    assert walk(tgt, c, 3, "(S The <unk> (VP sat") == [")VP"]    # every word placed: only closing
+    assert walk(tgt, c, 3, "(S The <unk> (VP sat") == [")VP"]  # every word placed: only closing
     assert walk(tgt, c, 3, "(S The <unk> (VP sat )VP )S") == ["</s>"]
-    assert walk(tgt, c, 5, "(S") == sorted(["cat"] + OPENS)     # the other sentence of the batch
+    assert walk(tgt, c, 5, "(S") == sorted(["cat"] + OPENS)  # the other sentence of the batch
     assert walk(tgt, c, 5, "(S (NP cat") == [")NP"]
 
 
@@ -211,8 +222,10 @@ def test_constrained_beam_search_copies_the_source_words():
     generator = task.build_generator([model], args)
     sentences = ["The zebra sat", "cat"]
     src = source_batch(src_dict, *sentences)
-    sample = {"id": torch.tensor([0, 1]),
-              "net_input": {"src_tokens": src, "src_lengths": src.ne(src_dict.pad()).sum(1)}}
+    sample = {
+        "id": torch.tensor([0, 1]),
+        "net_input": {"src_tokens": src, "src_lengths": src.ne(src_dict.pad()).sum(1)},
+    }
     for sentence, beam in zip(sentences, task.inference_step(generator, [model], sample), strict=True):
         for hypo in beam:
             tokens = [tgt_dict[t] for t in hypo["tokens"].tolist()][:-1]

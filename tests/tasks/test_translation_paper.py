@@ -1,4 +1,5 @@
 """The paper's (GNMT) length penalty, section 6.1 via [38]."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -15,7 +16,7 @@ from helpers import build_model, make_dictionary
 
 
 def fairseq_rank(score, length, alpha):
-    return score / length ** alpha
+    return score / length**alpha
 
 
 def test_penalties_pick_different_hypotheses():
@@ -31,7 +32,7 @@ def test_penalties_pick_different_hypotheses():
 def test_rescale_then_fairseq_division_gives_gnmt():
     scores = torch.tensor([-1.0, -1.6])
     for length in (2, 6, 30):
-        after = rescale_for_gnmt(scores, length, 0.6) / length ** 0.6  # what finalize_hypos divides by
+        after = rescale_for_gnmt(scores, length, 0.6) / length**0.6  # what finalize_hypos divides by
         assert torch.allclose(after, scores / gnmt_length_penalty(length, 0.6))
 
 
