@@ -108,7 +108,7 @@ ctranslate2_compare() {  # ctranslate2_compare WORK CHECKPOINT SRC TGT CORPUS SP
     "$PY" "$REPO/scripts/export_ctranslate2.py" "$ckpt" --data "$work/data-bin" --out "$work/ct2-$q" --force \
         "${flags[@]}" 2>"$work/ct2-$q.err" || { tail -3 "$work/ct2-$q.err" >&2; exit 1; }
     "$PY" "$REPO/scripts/translate_ctranslate2.py" "$work/ct2-$q" --spm-model "$work/spm/spm.model" \
-        --input "$corpus/$split.$src" --output "$work/hyp-ct2-$q.$tgt" --batch-size 64 \
+        --input "$corpus/$split.$src" --output "$work/hyp-ct2-$q.$tgt" --force --batch-size 64 \
         --inter-threads 1 --intra-threads "$threads" --quiet 2>>"$work/ct2-$q.err" \
       || { tail -3 "$work/ct2-$q.err" >&2; exit 1; }
     "$PY" "$REPO/scripts/sacrebleu_detok.py" "$work/hyp-ct2-$q.$tgt" "$corpus/$split.$tgt" >"$work/bleu-ct2-$q.txt"

@@ -32,5 +32,5 @@ evaluate "$WORK" "$WORK/checkpoints/checkpoint_avg.pt" en de "$CORPUS" test
 say "copy-the-source baseline (the English input scored as if it were German):"
 "$PY" "$REPO/scripts/sacrebleu_detok.py" "$CORPUS/test.en" "$CORPUS/test.de" | tee "$WORK/baseline.txt"
 ctranslate2_compare "$WORK" "$WORK/checkpoints/checkpoint_avg.pt" en de "$CORPUS" test  # docs/export.md
-"$PY" "$REPO/scripts/plot_loss.py" "$WORK/train.log" "$WORK/loss.png"
+"$PY" "$REPO/scripts/plot_loss.py" "$WORK/train.log" "$WORK/loss.png" --force  # the recipe's own plot, redrawn
 say "done: model $WORK/checkpoints/checkpoint_avg.pt, translations $WORK/hyp.de, plot $WORK/loss.png"

@@ -34,7 +34,7 @@ if [ -f "$WORK/data.settings" ] && [ "$(cat "$WORK/data.settings")" != "$data_se
 fi
 say "linearizing trees (Vinyals et al. 2015)"
 # shellcheck disable=SC2086  # SPLIT and the FLAGS are word lists on purpose
-"$PY" "$REPO/scripts/prepare_ptb.py" --treebank "$WSJ" --out "$WORK/text" ${SPLIT:+--split $SPLIT} ${PREPARE_FLAGS:-}
+"$PY" "$REPO/scripts/prepare_ptb.py" --treebank "$WSJ" --out "$WORK/text" --force ${SPLIT:+--split $SPLIT} ${PREPARE_FLAGS:-}
 if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
   "$BIN/fairseq-preprocess" --source-lang words --target-lang tree --trainpref "$WORK/text/train" \
       --validpref "$WORK/text/valid" --testpref "$WORK/text/test" --destdir "$WORK/data-bin" \
@@ -71,11 +71,11 @@ parse_split() {  # parse_split SPLIT: decode SPLIT with section 6.3's settings, 
       $([ "${SMALL:-0}" = 1 ] && echo --cpu) ${GEN_FLAGS:-} >"$WORK/generate.$1.log" 2>"$WORK/generate.$1.err" \
     || { tail -5 "$WORK/generate.$1.err" >&2; exit 1; }
   "$PY" "$REPO/scripts/parse_eval.py" "$WORK/generate.$1.log" --data "$WORK/text" --split "$1" \
-      --out "$WORK/$1.pred" | tee "$WORK/f1.$1.txt"
+      --out "$WORK/$1.pred" --force | tee "$WORK/f1.$1.txt"
 }
 parse_split valid  # select settings on this one (issue 29: never on test)
 parse_split test
 say "treebank PCFG baseline (v=2, h=2, rare 3; Klein & Manning 2003), trained on the same train split"
 [ -s "$WORK/pcfg.txt" ] || { "$PY" "$REPO/scripts/pcfg_baseline.py" --data "$WORK/text" --split test \
-    --out "$WORK/test.pcfg" >"$WORK/pcfg.tmp" && mv "$WORK/pcfg.tmp" "$WORK/pcfg.txt"; }
+    --out "$WORK/test.pcfg" --force >"$WORK/pcfg.tmp" && mv "$WORK/pcfg.tmp" "$WORK/pcfg.txt"; }
 cat "$WORK/pcfg.txt"

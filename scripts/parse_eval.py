@@ -10,7 +10,7 @@ bracket sequences), in any order. Every H- token that is not a bracket (L / )L i
 or a word alike (prepare_ptb.py --target-words), and gets the gold word, so both linearizations
 score the same for the same bracketing. --data holds SPLIT.words / .gold / .tags from prepare_ptb.py.
 Malformed outputs are repaired deterministically (attn_only_plugin/parsing/linearize.py) and
-counted. --out is written atomically, and refused when it is one of the inputs.
+counted. --out is written atomically; it may not be an input, and replaces an existing file only with --force.
 """
 
 import argparse
@@ -81,18 +81,18 @@ def read_hypotheses(log: Path, hyps: dict, n: int):
     return [hyps[i] for i in range(n)]
 
 
-def evaluate(log: Path, data: Path, split: str, out: Path = None) -> str:
-    from attn_only_plugin.guards.atomic import atomic_output, input_written_over
+def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = False) -> str:
+    from attn_only_plugin.guards.atomic import atomic_output, check_output
+    from attn_only_plugin.guards.errors import PluginError
     from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
     from attn_only_plugin.parsing.evalb import summary
 
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
-    clash = input_written_over(out, [log, *paths.values()]) if out is not None else None
-    if clash is not None:
-        raise SystemExit(
-            f"error: --out {out} is the input {clash}: the predicted trees would replace it; give "
-            "--out another path, e.g. test.pred"
-        )
+    if out is not None:  # the shared rule for outputs (issue 30): never an input, replaced only with --force
+        try:
+            check_output(out, [log, *paths.values()], force)
+        except PluginError as e:
+            raise SystemExit(f"error: {e}") from None
 
     def lines(ext):
         if not paths[ext].is_file():
@@ -125,8 +125,9 @@ def main(argv=None) -> None:
     p.add_argument("--data", type=Path, required=True, help="prepare_ptb.py output folder")
     p.add_argument("--split", default="test")
     p.add_argument("--out", type=Path, help="also write the predicted trees, one per line")
+    p.add_argument("--force", action="store_true", help="write over an existing --out")
     a = p.parse_args(argv)
-    print(evaluate(a.log, a.data, a.split, a.out))
+    print(evaluate(a.log, a.data, a.split, a.out, a.force))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ their shape and suffix), or with --gold-tags from the gold POS tags. Either way 
 put back before scoring, as
 parse_eval.py does (EVALB finds punctuation by its tag); the tagging accuracy printed is the
 parser's own. A sentence the grammar derives no tree for gets the right-branching tree, counted.
---out is written atomically, and refused when it is one of the inputs.
+--out is written atomically; it may not be an input, and replaces an existing file only with --force.
 """
 
 import argparse
@@ -97,21 +97,21 @@ def baseline(
     out: Path = None,
     log=sys.stderr,
     rare: int = 3,
+    force: bool = False,
 ) -> str:
     """Train, parse SPLIT, score; returns the report line (and writes --out's trees)."""
-    atomic, evalb = _standalone.load("atomic.py"), _standalone.load("parsing/evalb.py")
+    atomic, evalb = _standalone.load("guards/atomic.py"), _standalone.load("parsing/evalb.py")
     linearize = _standalone.load("parsing/linearize.py")
     if markov < 0:
         raise SystemExit(f"error: --markov {markov}: give the number of siblings to remember, 0 or more")
     if rare < 0:
         raise SystemExit(f"error: --rare {rare}: give a word count, 0 or more")
     inputs = [data / f"{s}.{ext}" for ext in ("words", "tags", "gold") for s in (split, train)]
-    clash = atomic.input_written_over(out, inputs) if out is not None else None
-    if clash is not None:
-        raise SystemExit(
-            f"error: --out {out} is the input {clash}: the predicted trees would replace it; give "
-            f"--out another path, e.g. {split}.pcfg"
-        )
+    if out is not None:  # the shared rule for outputs (issue 30): never an input, replaced only with --force
+        try:
+            atomic.check_output(out, inputs, force)
+        except ValueError as e:  # the stand-in package's PluginError (guards/errors.py: a ValueError)
+            raise SystemExit(f"error: {e}") from None
     words, tags, gold = read_split(data, split)
     start = time.time()
     parser = train_parser(data / f"{train}.gold", vertical, markov, rare)
@@ -164,8 +164,9 @@ def main(argv=None) -> None:
     )
     p.add_argument("--gold-tags", action="store_true", help="parse from the gold POS tags instead of the words")
     p.add_argument("--out", type=Path, help="also write the predicted trees (gold tags put back), one per line")
+    p.add_argument("--force", action="store_true", help="write over an existing --out")
     a = p.parse_args(argv)
-    print(baseline(a.data, a.split, a.train, a.markov, a.vertical, a.gold_tags, a.out, rare=a.rare))
+    print(baseline(a.data, a.split, a.train, a.markov, a.vertical, a.gold_tags, a.out, rare=a.rare, force=a.force))
 
 
 if __name__ == "__main__":

@@ -6,11 +6,11 @@ drawn into one PNG.
 
     python scripts/plot_loss.py work/quickstart/train.log work/quickstart/loss.png
 
-An output that is the log itself (however its path is written) is refused.
+An output that is the log itself (however its path is written) is refused; an existing one is
+replaced only with --force.
 """
 
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -66,28 +66,20 @@ def plot(series, out: Path) -> None:
     tmp.replace(out)
 
 
-def _same_file(a, b) -> bool:
-    """attn_only_plugin.guards.atomic.same_file, without importing the package (and with it fairseq)."""
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):
-        return False
-
-
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv in (["-h"], ["--help"]):
         description, example = __doc__.split("\n\n")[:2]
-        print(f"usage: plot_loss.py TRAIN_LOG OUT.png\n\n{description}\n\nexample:\n{example}")
+        print(f"usage: plot_loss.py TRAIN_LOG OUT.png [--force]\n\n{description}\n\nexample:\n{example}")
         return
+    force = "--force" in argv
+    argv = [arg for arg in argv if arg != "--force"]
     if len(argv) != 2:
-        sys.exit("usage: plot_loss.py TRAIN_LOG OUT.png")
-    if _same_file(argv[0], argv[1]):
-        print(
-            f"error: the output {argv[1]} is the log {argv[0]}: the PNG would replace it; give another output "
-            "path, e.g. loss.png",
-            file=sys.stderr,
-        )
+        sys.exit("usage: plot_loss.py TRAIN_LOG OUT.png [--force]")
+    try:  # the shared rule for outputs (issue 30), without importing the package (and with it fairseq)
+        _standalone.load("guards/atomic.py").check_output(argv[1], [argv[0]], force, "OUT.png")
+    except ValueError as e:  # the stand-in package's PluginError (guards/errors.py: a ValueError)
+        print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
     series = read_log(Path(argv[0]))
     if not series["train_inner"] and not series["valid"]:

@@ -7,7 +7,8 @@ fairseq-ready source words and linearized target trees (Vinyals et al. 2015) per
         --split train=1-159 valid=160-169 test=170-179 [--target-words]
 
 For each split: SPLIT.words (source), SPLIT.tree (target), SPLIT.gold (normalized gold trees,
-one per line, for EVALB) and SPLIT.tags (gold POS tags). Files are written atomically.
+one per line, for EVALB) and SPLIT.tags (gold POS tags). Files are written atomically; an existing
+--out folder is written into only with --force, and never one that is, holds or lies inside --treebank.
 SPLIT.tree has XX in every word slot (Vinyals et al. 2015, the paper), or with --target-words the
 word itself, `(S (NP The man )NP (VP sleeps )VP . )S` (not in the paper; docs/parsing.md).
 """
@@ -60,7 +61,8 @@ def main(argv=None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--treebank", type=Path, required=True, help="folder with wsj_NNNN.mrg files (any depth)")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="the folder to write (not inside --treebank)")
+    p.add_argument("--force", action="store_true", help="write over the files of an existing --out")
     p.add_argument(
         "--split", nargs="+", help="train=A-B valid=C-D test=E-F by WSJ file number (default: sections 02-21 / 22 / 23)"
     )
@@ -72,6 +74,9 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     if not a.treebank.is_dir():
         raise SystemExit(f"error: --treebank {a.treebank} is not a folder: point it at your WSJ .mrg files")
+    from attn_only_plugin.guards.atomic import check_output
+
+    check_output(a.out, [a.treebank], a.force)  # the shared rule for outputs (issue 30)
     try:
         ranges = parse_ranges(a.split) if a.split else STANDARD
     except ValueError as e:

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
 import attn_only_plugin  # noqa: E402,F401  (one-line errors)
 from attn_only_plugin.api.hub_ctranslate2 import load_ctranslate2, log2  # noqa: E402
-from attn_only_plugin.guards.atomic import atomic_output, same_file  # noqa: E402
+from attn_only_plugin.guards.atomic import atomic_output, check_output  # noqa: E402
 from attn_only_plugin.guards.errors import PluginError  # noqa: E402
 from attn_only_plugin.guards.input_checks import read_input_lines  # noqa: E402
 
@@ -90,6 +90,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--spm-model", type=Path, help="the sentencepiece model of the data (omit: input is segmented)")
     p.add_argument("--input", default="-", help="text file, one sentence per line (default: stdin)")
     p.add_argument("--output", type=Path, help="file to write (default: stdout)")
+    p.add_argument("--force", action="store_true", help="write over an existing --output")
     p.add_argument("--beam", type=int, default=4, help="beam size (section 6.1: 4)")
     p.add_argument("--lenpen", type=float, default=0.6, help="length penalty alpha (section 6.1: 0.6)")
     p.add_argument("--max-len-a", type=float, default=1.0, help="maximum output length a * input + b (6.1: a=1)")
@@ -114,8 +115,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     a = parse_args(argv)
-    if a.output is not None and a.input != "-" and same_file(a.output, a.input):
-        raise PluginError(f"the output {a.output} is the input {a.input}: give another --output")
+    if a.output is not None:  # the shared rule for outputs (issue 30): never an input, replaced only with --force
+        inputs = [a.model, a.spm_model] + ([] if a.input == "-" else [a.input])
+        check_output(a.output, inputs, a.force, "--output")
     mt = load_ctranslate2(
         a.model,
         spm_model=a.spm_model,

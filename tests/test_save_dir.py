@@ -340,6 +340,31 @@ def test_ctrl_c_during_training_is_one_line(data, tmp_path):
     assert "fairseq-train resumes from its last checkpoint" in stderr
 
 
+def test_ctrl_c_in_fairseq_interactive_is_one_line(data, trained):
+    """Issue 30, item 6: Ctrl-C (SIGINT to the process group, as a terminal sends it) while
+    fairseq-interactive waits for input printed a traceback. Now one line, exit 130."""
+    cmd = [BIN / "fairseq-interactive", data, "--user-dir", PLUGIN, "--path", trained / "checkpoint_last.pt", "--cpu"]
+    proc = subprocess.Popen(
+        [str(c) for c in cmd],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    seen = []  # stderr up to the prompt: the model is loaded and the input is being read
+    while not seen or ("Type the input sentence" not in seen[-1] and seen[-1] != ""):
+        seen.append(proc.stderr.readline())
+    assert proc.poll() is None, "".join(seen)[-3000:]
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 130, (proc.returncode, stderr[-3000:])
+    assert "Traceback" not in stderr and stderr.strip().splitlines()[-1].startswith("error: interrupted (Ctrl-C): ")
+
+
 def test_results_path_that_cannot_take_the_file_is_refused_before_translating(data, trained, tmp_path):
     """Issue 30, item 8: --results-path DIR whose DIR/generate-test.txt is a folder (or a DIR that is a
     file) was found only after translating the whole set. One line before the model is loaded."""

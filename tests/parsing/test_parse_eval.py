@@ -142,9 +142,24 @@ def test_out_that_is_an_input_is_refused(parse_eval, data, tmp_path, monkeypatch
         refused(
             lambda out=out: parse_eval.main([str(log), "--data", str(data), "--split", "test", "--out", str(out)]),
             re.escape(
-                f"error: --out {out} is the input {clash}: the predicted trees would replace it; give --out "
-                "another path, e.g. test.pred"
+                f"error: --out {out} is the input {clash}: writing it would destroy or change that input, "
+                "--force or not; give --out a path outside every input"
             ),
         )
     assert {p: p.read_bytes() for p in before} == before
     assert sorted(os.listdir(tmp_path)) == ["gen.log", "link.pred", "text"]
+
+
+def test_existing_out_is_replaced_only_with_force(parse_eval, data, tmp_path):
+    """Issue 30: the shared rule for outputs; an earlier --out is kept unless --force."""
+    log = generate_log(tmp_path / "gen.log", ["The cat sat .", "It rained"])
+    out = tmp_path / "test.pred"
+    out.write_text("mine\n")
+    args = [str(log), "--data", str(data), "--split", "test", "--out", str(out)]
+    refused(
+        lambda: parse_eval.main(args),
+        re.escape(f"error: --out {out} already exists: pass --force to replace it, or choose another --out"),
+    )
+    assert out.read_text() == "mine\n"
+    parse_eval.main([*args, "--force"])
+    assert len(out.read_text().splitlines()) == 2 and out.read_text() != "mine\n"

@@ -285,10 +285,16 @@ def test_script_refusals_are_one_line(script, data, tmp_path, monkeypatch):
         refused(
             lambda out=out: script.main(["--data", str(data), "--out", str(out)]),
             re.escape(
-                f"error: --out {out} is the input {clash}: the predicted trees would replace it; give "
-                "--out another path, e.g. test.pcfg"
+                f"error: --out {out} is the input {clash}: writing it would destroy or change that input, "
+                "--force or not; give --out a path outside every input"
             ),
         )
+    (tmp_path / "earlier.pcfg").write_text("mine\n")  # an existing output: kept unless --force (issue 30)
+    refused(
+        lambda: script.main(["--data", str(data), "--out", "earlier.pcfg"]),
+        re.escape("error: --out earlier.pcfg already exists: pass --force to replace it, or choose another --out"),
+    )
+    assert (tmp_path / "earlier.pcfg").read_text() == "mine\n"
     refused(
         lambda: script.main(["--data", str(data), "--split", "valid"]),
         re.escape(
@@ -336,4 +342,4 @@ def test_script_refusals_are_one_line(script, data, tmp_path, monkeypatch):
         lambda: script.main(["--data", str(data), "--train", "bad", "--split", "train"]),
         re.escape(f"error: {data / 'bad.gold'}: phrase label 'N@P' is empty or holds") + ".*",
     )
-    assert sorted(os.listdir(tmp_path)) == ["link.pcfg", "text"]
+    assert sorted(os.listdir(tmp_path)) == ["earlier.pcfg", "link.pcfg", "text"]

@@ -90,6 +90,45 @@ def test_prepare_errors_are_one_line(tmp_path, ptb_files):
     assert last.startswith("error:") and "unbalanced" in last and not (tmp_path / "b").exists()
 
 
+def test_out_follows_the_shared_rule(tmp_path):
+    """Issue 30: an existing --out is written into only with --force; an --out that is, holds or lies
+    inside --treebank is refused, --force or not, before anything is written."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    for n in (1, 2, 3):
+        (bank / f"wsj_000{n}.mrg").write_text("( (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)) )\n")
+
+    def run(out, *extra):
+        return subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "prepare_ptb.py"), "--treebank", str(bank), "--out", str(out)]
+            + ["--split", "train=1-1", "valid=2-2", "test=3-3", *extra],
+            capture_output=True,
+            text=True,
+        )
+
+    assert run(tmp_path / "text").returncode == 0  # the control
+    before = (tmp_path / "text" / "test.gold").read_text()
+    (tmp_path / "text" / "test.gold").write_text("mine\n")
+    proc = run(tmp_path / "text")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (
+        f"error: --out {tmp_path / 'text'} already exists: pass --force to replace it, or choose another --out"
+    )
+    assert (tmp_path / "text" / "test.gold").read_text() == "mine\n"
+    assert run(tmp_path / "text", "--force").returncode == 0
+    assert (tmp_path / "text" / "test.gold").read_text() == before
+    for out, problem in [
+        (bank, "is the input"),
+        (bank / "text", "lies inside the input"),
+        (tmp_path, "holds the input"),
+    ]:
+        proc = run(out, "--force")
+        assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (
+            f"error: --out {out} {problem} {bank}: writing it would destroy or change that input, --force or not; "
+            "give --out a path outside every input"
+        ), proc.stderr[-2000:]
+    assert sorted(os.listdir(bank)) == ["wsj_0001.mrg", "wsj_0002.mrg", "wsj_0003.mrg"]
+
+
 def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
     env = dict(
         os.environ,

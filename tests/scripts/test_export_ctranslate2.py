@@ -182,6 +182,81 @@ def test_translate_a_file_stdin_and_fairseq_lines(ckpt, tmp_path):
     assert all(float(r[1]) <= 0 for r in rows if r[0].startswith("H-"))  # log2 P / |Y|^alpha
 
 
+def test_translation_output_follows_the_shared_rule(ckpt, tmp_path):
+    """Issue 30: --output may not be the input, nor lie inside the model folder, --force or not; an
+    existing --output is replaced only with --force."""
+    model = tmp_path / "ct2"
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", model)
+    (tmp_path / "in.txt").write_text("1 2 3\n4 5\n")
+    args = ["translate_ctranslate2", model, "--input", tmp_path / "in.txt", "--quiet"]
+    for output, clash, problem in [
+        (tmp_path / "in.txt", tmp_path / "in.txt", "is the input"),
+        (model / "hyp.txt", model, "lies inside the input"),
+    ]:
+        one_line_error(
+            run_script(*args, "--output", output, "--force"),
+            f"--output {output} {problem} {clash}: writing it would destroy or change that input, --force or not",
+        )
+    assert (tmp_path / "in.txt").read_text() == "1 2 3\n4 5\n" and not (model / "hyp.txt").exists()
+    (tmp_path / "hyp.txt").write_text("mine\n")
+    one_line_error(
+        run_script(*args, "--output", tmp_path / "hyp.txt"),
+        f"--output {tmp_path / 'hyp.txt'} already exists: pass --force to replace it, or choose another --output",
+    )
+    assert (tmp_path / "hyp.txt").read_text() == "mine\n"
+    proc = run_script(*args, "--output", tmp_path / "hyp.txt", "--force")
+    assert proc.returncode == 0 and len((tmp_path / "hyp.txt").read_text().splitlines()) == 2, proc.stderr[-2000:]
+
+
+# Ctrl-C (issue 30, item 6): one line, exit 130, nothing half-written --------------------------------
+
+# A real SIGINT, sent by the process to itself at a chosen point (a terminal's Ctrl-C reaches the
+# same handler); SIGINT's handler is restored first, as a test run in the background inherits it ignored.
+CTRL_C = (
+    "import os, signal\n"
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "def ctrl_c(): os.kill(os.getpid(), signal.SIGINT)\n"
+)
+INTERRUPTED = "error: interrupted (Ctrl-C): what was being written was not kept, earlier outputs are as they were"
+
+
+def interrupted(proc):
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-3000:])
+    assert proc.stderr.strip().splitlines()[-1].startswith(INTERRUPTED), proc.stderr[-2000:]
+
+
+def test_ctrl_c_in_the_export_is_one_line_and_leaves_no_folder(ckpt, tmp_path):
+    """Ctrl-C once model.bin is in the temporary folder: no --out, no temporary folder, and with
+    --force the earlier export is left as it was."""
+    after_save = (
+        CTRL_C + "import ctranslate2.specs.model_spec as ms\n_save = ms.ModelSpec.save\n"
+        "def save(self, *a, **k):\n    _save(self, *a, **k)\n    ctrl_c()\n"
+        "ms.ModelSpec.save = save\n"
+    )
+    args = ["export_ctranslate2", ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2"]
+    interrupted(run_script(*args, prelude=after_save))
+    assert os.listdir(tmp_path) == []
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "ct2").iterdir()}
+    interrupted(run_script(*args, "--force", prelude=after_save))
+    assert os.listdir(tmp_path) == ["ct2"] and {p.name: p.read_bytes() for p in (tmp_path / "ct2").iterdir()} == before
+
+
+def test_ctrl_c_in_translation_is_one_line_and_writes_no_output(ckpt, tmp_path):
+    """Ctrl-C after the first batch of translate_ctranslate2.py: one line, no --output."""
+    model = tmp_path / "ct2"
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", model)
+    (tmp_path / "in.txt").write_text("1 2 3\n4 5\n6\n")
+    after_first_batch = (
+        CTRL_C + "import tqdm\n_update = tqdm.tqdm.update\n"
+        "def update(self, n=1):\n    _update(self, n)\n    ctrl_c()\n"
+        "tqdm.tqdm.update = update\n"
+    )
+    args = ["translate_ctranslate2", model, "--input", tmp_path / "in.txt", "--batch-size", 1]
+    interrupted(run_script(*args, "--output", tmp_path / "hyp.txt", prelude=after_first_batch))
+    assert sorted(os.listdir(tmp_path)) == ["ct2", "in.txt"]
+
+
 # Bad input (issue 18, item 7): one line, nothing written ------------------------------------------
 
 

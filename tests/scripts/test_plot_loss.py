@@ -34,9 +34,20 @@ def test_output_that_is_the_log_is_refused(tmp_path, script, capsys, monkeypatch
             plot_loss.main([str(log), str(out)])
         assert stop.value.code == 1
         assert capsys.readouterr().err.splitlines() == [
-            f"error: the output {out} is the log {log}: the PNG would replace it; give another output path, "
-            "e.g. loss.png"
+            f"error: OUT.png {out} is the input {log}: writing it would destroy or change that input, --force or "
+            "not; give OUT.png a path outside every input"
         ]
     assert log.read_text() == LOG and sorted(os.listdir(tmp_path)) == ["hard.png", "link.png", "train.log"]
     plot_loss.main(["train.log", "loss.png"])
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and log.read_text() == LOG
+    # an existing plot (issue 30's shared rule): kept unless --force
+    capsys.readouterr()
+    (tmp_path / "loss.png").write_bytes(b"mine")
+    with pytest.raises(SystemExit) as stop:
+        plot_loss.main(["train.log", "loss.png"])
+    assert stop.value.code == 1 and capsys.readouterr().err.splitlines() == [
+        "error: OUT.png loss.png already exists: pass --force to replace it, or choose another OUT.png"
+    ]
+    assert (tmp_path / "loss.png").read_bytes() == b"mine"
+    plot_loss.main(["train.log", "loss.png", "--force"])
+    assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
