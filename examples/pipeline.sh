@@ -130,6 +130,57 @@ for q in ("float32", "int8"):
 PY
 }
 
+transformers_compare() {  # transformers_compare WORK CHECKPOINT SRC TGT CORPUS SPLIT (after ctranslate2_compare)
+  # The checkpoint exported to Hugging Face transformers' MarianMTModel (docs/export.md), the split
+  # translated as a transformers user would: AutoTokenizer, AutoModelForSeq2SeqLM and generate() with
+  # the folder's generation_config.json (beam 4, the length penalty that matches --lenpen 0.6), given
+  # only fairseq's length cap, input + 50 (a config file cannot hold a cap relative to the input:
+  # docs/export.md); a row of speed.txt beside fairseq-generate's.
+  local work=$1 ckpt=$2 src=$3 tgt=$4 corpus=$5 split=$6
+  local threads; threads="$(nproc)"
+  say "transformers MarianMTModel: export, translate the $split split with generate() ($threads threads)"
+  "$PY" "$REPO/scripts/export_transformers.py" "$ckpt" --data "$work/data-bin" --spm-model "$work/spm/spm.model" \
+      --out "$work/hf" --force --bleu "$(head -1 "$work/bleu.txt")" 2>"$work/hf.err" \
+    || { tail -3 "$work/hf.err" >&2; exit 1; }
+  "$PY" - "$work/hf" "$corpus/$split.$src" "$work/hyp-hf.$tgt" "$threads" 2>>"$work/hf.err" <<'PY' \
+    || { tail -3 "$work/hf.err" >&2; exit 1; }
+import os, sys, time
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+folder, source, out, threads = sys.argv[1:]
+torch.set_num_threads(int(threads))
+tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+lines = open(source, encoding="utf-8").read().splitlines()
+order = sorted(range(len(lines)), key=lambda i: len(lines[i]))  # batches of similar lengths, as fairseq's
+hyps, start = [None] * len(lines), time.perf_counter()
+with torch.inference_mode():
+    for b in range(0, len(order), 32):
+        rows = order[b : b + 32]
+        batch = tokenizer([lines[i] for i in rows], return_tensors="pt", padding=True)
+        cap = batch["input_ids"].shape[1] + 51  # fairseq's: longest source with </s>, + 50, + the forced </s>
+        generated = model.generate(**batch, max_new_tokens=cap)
+        for i, text in zip(rows, tokenizer.batch_decode(generated, skip_special_tokens=True)):
+            hyps[i] = text
+        print(f"[transformers] {b + len(rows)}/{len(lines)} sentences", file=sys.stderr, flush=True)
+seconds = time.perf_counter() - start
+with open(out + ".tmp", "w", encoding="utf-8") as f:
+    f.writelines(h + "\n" for h in hyps)
+os.replace(out + ".tmp", out)
+print(f"[translate] {len(lines)} sentences in {seconds:.1f} s ({len(lines) / seconds:.1f} sentences/s)", file=sys.stderr)
+PY
+  "$PY" "$REPO/scripts/sacrebleu_detok.py" "$work/hyp-hf.$tgt" "$corpus/$split.$tgt" >"$work/bleu-hf.txt"
+  "$PY" - "$work" "$tgt" <<'PY' | tee -a "$work/speed.txt"
+import re, sys
+work, tgt = sys.argv[1:]
+hyp = lambda name: open(f"{work}/{name}", encoding="utf-8").read().splitlines()
+bleu = re.search(r"BLEU[^=]*= ([0-9.]+)", open(f"{work}/bleu-hf.txt").read()).group(1)
+speed = re.findall(r"\(([0-9.]+) sentences/s\)", open(f"{work}/hf.err").read())[-1]
+reference = hyp(f"hyp.{tgt}")
+same = sum(a == b for a, b in zip(hyp(f"hyp-hf.{tgt}"), reference))
+print(f"| transformers MarianMTModel, generate() | {bleu} | {speed} | {same} of {len(reference)} |")
+PY
+}
+
 train_paper() {  # train_paper WORK ARCH MAX_UPDATE SAVE_EVERY KEEP [extra fairseq-train flags]
   local work=$1 arch=$2 steps=$3 every=$4 keep=$5; shift 5
   local gpus="${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}" max_tokens="${MAX_TOKENS:-4096}"

@@ -9,8 +9,9 @@
 # -> average the last 5 checkpoints -> fairseq-generate --beam 4 --lenpen 0.6 --max-len-a 1
 # --max-len-b 50 -> detokenize -> sacreBLEU on the 500-sentence test split, next to the
 # copy-the-source baseline -> the averaged model exported to CTranslate2 (float32: exact; int8)
-# and the test split translated with it: sacreBLEU and sentences/s beside fairseq-generate's
-# (work/quickstart/speed.txt) -> work/quickstart/loss.png.
+# and the test split translated with it, then exported to transformers' MarianMTModel and translated
+# by generate(): sacreBLEU and sentences/s beside fairseq-generate's (work/quickstart/speed.txt)
+# -> work/quickstart/loss.png.
 # Expected (2-core CPU): see "Quickstart" in README.md for the BLEU we measured.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,5 +33,6 @@ evaluate "$WORK" "$WORK/checkpoints/checkpoint_avg.pt" en de "$CORPUS" test
 say "copy-the-source baseline (the English input scored as if it were German):"
 "$PY" "$REPO/scripts/sacrebleu_detok.py" "$CORPUS/test.en" "$CORPUS/test.de" | tee "$WORK/baseline.txt"
 ctranslate2_compare "$WORK" "$WORK/checkpoints/checkpoint_avg.pt" en de "$CORPUS" test  # docs/export.md
+transformers_compare "$WORK" "$WORK/checkpoints/checkpoint_avg.pt" en de "$CORPUS" test  # docs/export.md
 "$PY" "$REPO/scripts/plot_loss.py" "$WORK/train.log" "$WORK/loss.png" --force  # the recipe's own plot, redrawn
 say "done: model $WORK/checkpoints/checkpoint_avg.pt, translations $WORK/hyp.de, plot $WORK/loss.png"

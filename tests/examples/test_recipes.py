@@ -45,11 +45,13 @@ def test_quickstart_pipeline_on_a_tiny_slice(tmp_path):
         "| fairseq-generate",
         "| CTranslate2 float32",
         "| CTranslate2 int8",
+        "| transformers MarianMTModel, generate()",
     ], table
     assert all(row.endswith(f" of {sizes['test']} |") for row in table[3:]), table
-    for q in ("float32", "int8"):
-        assert len((work / f"hyp-ct2-{q}.de").read_text().splitlines()) == sizes["test"]
-        assert "BLEU" in (work / f"bleu-ct2-{q}.txt").read_text()
+    for q in ("ct2-float32", "ct2-int8", "hf"):
+        assert len((work / f"hyp-{q}.de").read_text().splitlines()) == sizes["test"]
+        assert "BLEU" in (work / f"bleu-{q}.txt").read_text()
+    assert (work / "hf" / "config.json").is_file() and "BLEU" in (work / "hf" / "README.md").read_text()
     png = (work / "loss.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (600, 400)
     import attn_only_plugin  # noqa: F401
