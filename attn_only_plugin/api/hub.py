@@ -30,7 +30,7 @@ def load(
 ):
     """Load checkpoint_dir/checkpoint_file with the dictionaries in `data` (default: the
     checkpoint dir) and the sentencepiece model `spm_model` (None: input is already segmented)."""
-    from .models.transformer import AttnOnlyTransformer, TransformerConfig
+    from ..models.transformer import AttnOnlyTransformer, TransformerConfig
 
     check_device(device)
     _unknown(
