@@ -735,6 +735,11 @@ def test_check_output_rule(tmp_path):
     with pytest.raises(PluginError, match="already exists: pass --force to replace it, or choose another --out$"):
         check_output(tmp_path / "hard.txt", [tmp_path / "missing"])
     check_output(tmp_path / "hard.txt", [tmp_path / "missing"], force=True)
+    (tmp_path / "empty").mkdir()  # an empty folder holds nothing to replace: no --force needed
+    check_output(tmp_path / "empty", [data])
+    (tmp_path / "empty" / "f").write_text("x")
+    with pytest.raises(PluginError, match="already exists: pass --force"):
+        check_output(tmp_path / "empty", [data])
     check_output(tmp_path / "data2", [data])  # a sibling whose name starts with the input's is not inside it
 
 

@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple, Tuple
 import torch
 from torch import Tensor
 
-from ..guards.atomic import _umask, check_output
+from ..guards.atomic import _umask, check_output, empty_folder
 from ..guards.errors import PluginError
 from ..models.transformer import TransformerConfig, full_config, validate
 
@@ -139,6 +139,7 @@ def new_out(out, force: bool, inputs=()) -> Path:
     if (
         force
         and (out.exists() or out.is_symlink())
+        and not empty_folder(out)
         and not (
             out.is_dir()
             and (out / "config.json").is_file()

@@ -78,13 +78,22 @@ def _inside(path: str, folder: str) -> bool:
     return os.path.commonpath([path, folder]) == folder and path != folder
 
 
+def empty_folder(path) -> bool:
+    """True when path is a folder with nothing in it (an output there replaces nothing)."""
+    try:
+        return os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path)
+    except OSError:
+        return False
+
+
 def check_output(output, inputs, force: bool = False, flag: str = "--out") -> None:
     """Refuse, in one line (PluginError), an OUTPUT that would destroy or mix with an input, before
     anything is read or written: OUTPUT is one of INPUTS (the same file however named: relative,
     through a symlink, a hard link), contains one (replacing the folder would delete it), or lies
     inside one (writing it would change the input); or OUTPUT exists and force is False. Inputs
     that do not exist are skipped (their own checks name them). Paths are compared after
-    resolving symlinks, so a link is no way round the rule."""
+    resolving symlinks, so a link is no way round the rule. An empty folder is no existing output:
+    there is nothing in it to replace (a user's `mkdir` before the command, pytest's tmp_path)."""
     out = os.path.realpath(os.fspath(output))
     for given in inputs:
         if given is None or not os.path.exists(given):
@@ -102,5 +111,5 @@ def check_output(output, inputs, force: bool = False, flag: str = "--out") -> No
             f"{flag} {output} {problem} {given}: writing it would destroy or change that input, "
             f"--force or not; give {flag} a path outside every input"
         )
-    if os.path.lexists(output) and not force:
+    if os.path.lexists(output) and not force and not empty_folder(output):
         raise PluginError(f"{flag} {output} already exists: pass --force to replace it, or choose another {flag}")
