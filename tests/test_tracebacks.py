@@ -344,7 +344,9 @@ def test_hidden_characters_in_interactive_input(setup, checkpoint, tmp_path):
     # here the start of line 2, it is an invisible character
     proc = interactive(setup, checkpoint, "1 2 3\n\ufeff4 5\n")
     one_line_error(
-        proc, "input line 2 holds an invisible character, U+FEFF BYTE ORDER MARK at column 1", "remove it first"
+        proc,
+        "input line 2 holds an invisible character, U+FEFF ZERO WIDTH NO-BREAK SPACE at column 1",
+        "remove it first",
     )
     with_bom = interactive(setup, checkpoint, "\ufeff1 2 3\n4 5\n")
     plain = interactive(setup, checkpoint, "1 2 3\n4 5\n")
