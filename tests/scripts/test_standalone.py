@@ -25,13 +25,14 @@ STANDALONE = [
 UNEXPECTED = "unexpected: rerun with ATTN_ONLY_TRACEBACK=1 for the traceback and report it"
 
 # Runs a script as `python scripts/NAME.py a b` would, with a failure nobody foresaw injected where
-# every script passes: argument parsing (plot_loss parses by hand and compares paths first).
+# every script passes: argument parsing (plot_loss parses by hand, then checks its output against its
+# input with the shared rule, guards/atomic.check_output, which looks whether the input exists).
 RUN_WITH_A_BUG = """
 import argparse, os, runpy, sys
 def boom(*args, **kwargs):
     raise KeyError("boom")
 argparse.ArgumentParser.parse_args = boom
-os.path.samefile = boom
+os.path.samefile = os.path.exists = boom
 sys.argv = [sys.argv[1], "a", "b"]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
