@@ -37,6 +37,23 @@ def train(data, save_dir, max_update, *extra):
     return fairseq("fairseq-train", *train_args(data, save_dir, max_update, 0.0, "--save-interval-updates", 2, *extra))
 
 
+def ctrl_c_able(cmd, **extra) -> subprocess.Popen:
+    """Start cmd in its own process group, its output piped, as a terminal's foreground job: a
+    terminal's Ctrl-C reaches a foreground process, whose SIGINT is never ignored; a test run as a
+    background job of a non-interactive shell inherits SIGINT ignored, which Python then keeps."""
+    return subprocess.Popen(
+        [str(c) for c in cmd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        **extra,
+    )
+
+
 def checkpoints(save_dir) -> dict:
     """snapshot() of the save dir without the lock file (which a refused run may create)."""
     return {name: digest for name, digest in snapshot(save_dir).items() if name != LOCK}
@@ -219,18 +236,7 @@ def test_ctrl_c_during_generate_leaves_no_partial_results(data, trained, tmp_pat
     earlier = tmp_path / "generate-train.txt"
     earlier.write_text("the output of an earlier, complete run\n")
     cmd = [BIN / "fairseq-generate", *generate_args(data, trained / "checkpoint_last.pt", tmp_path, "train")]
-    # A terminal's Ctrl-C reaches a foreground process, whose SIGINT is never ignored; a test run as a
-    # background job of a non-interactive shell inherits SIGINT ignored, which Python then keeps
-    proc = subprocess.Popen(
-        [str(c) for c in cmd],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=ENV,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    proc = ctrl_c_able(cmd)
     deadline = time.monotonic() + TIMEOUT
     while proc.poll() is None and not any("\nH-" in out.read_text() for out in tmp_path.rglob("generate-train.txt")):
         assert time.monotonic() < deadline, "no hypothesis written"
@@ -318,16 +324,7 @@ def test_ctrl_c_during_training_is_one_line(data, tmp_path):
     and the same command resumes from the last checkpoint."""
     save = tmp_path / "ckpt"
     cmd = [str(c) for c in (BIN / "fairseq-train", *train_args(data, save, 100000, 0.0, "--save-interval-updates", 2))]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=ENV,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    proc = ctrl_c_able(cmd)
     deadline = time.monotonic() + TIMEOUT
     while proc.poll() is None and not (save / "checkpoint_last.pt").exists():
         assert time.monotonic() < deadline, "no checkpoint written"
@@ -344,17 +341,7 @@ def test_ctrl_c_in_fairseq_interactive_is_one_line(data, trained):
     """Issue 30, item 6: Ctrl-C (SIGINT to the process group, as a terminal sends it) while
     fairseq-interactive waits for input printed a traceback. Now one line, exit 130."""
     cmd = [BIN / "fairseq-interactive", data, "--user-dir", PLUGIN, "--path", trained / "checkpoint_last.pt", "--cpu"]
-    proc = subprocess.Popen(
-        [str(c) for c in cmd],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=ENV,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    proc = ctrl_c_able(cmd, stdin=subprocess.PIPE)
     seen = []  # stderr up to the prompt: the model is loaded and the input is being read
     while not seen or ("Type the input sentence" not in seen[-1] and seen[-1] != ""):
         seen.append(proc.stderr.readline())
