@@ -9,13 +9,13 @@ lp(Y) = ((5 + |Y|) / 6)^alpha and rank finished hypotheses by log P(Y|X) / lp(Y)
 fairseq's. |Y| counts the end-of-sentence token in both (as tensor2tensor's beam search does).
 """
 
+import math
 from dataclasses import dataclass, field
 
 from fairseq.dataclass import ChoiceEnum
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
-from torch import Tensor
 
 LENPEN_STYLES = ChoiceEnum(["fairseq", "gnmt"])
 
@@ -25,19 +25,24 @@ def gnmt_length_penalty(length, alpha: float):
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def rescale_for_gnmt(eos_scores: Tensor, length: int, alpha: float) -> Tensor:
-    """fairseq's finalize step divides a finished hypothesis' summed log-probability by
-    length^alpha; pre-multiplying by length^alpha / lp(length) leaves score / lp(length)."""
-    return eos_scores * (length**alpha / gnmt_length_penalty(length, alpha))
+def gnmt_exponent(length: int, alpha: float) -> float:
+    """The exponent e with length^e = lp(length). fairseq's finalize step divides a finished
+    hypothesis' summed log-probability by length^len_penalty; with e in len_penalty's place it
+    divides by lp(length), and the per-token (positional) scores stay the model's. Length 1:
+    lp(1) = 1 = 1^e."""
+    return alpha * math.log((5.0 + length) / 6.0) / math.log(length) if length > 1 else 0.0
 
 
 class GNMTSequenceGenerator(SequenceGenerator):
     """fairseq's beam search, hypotheses normalised by the GNMT length penalty."""
 
-    def finalize_hypos(self, step, bbsz_idx, eos_scores, *args, **kwargs):
-        if self.normalize_scores:
-            eos_scores = rescale_for_gnmt(eos_scores, step + 1, self.len_penalty)
-        return super().finalize_hypos(step, bbsz_idx, eos_scores, *args, **kwargs)
+    def finalize_hypos(self, step, *args, **kwargs):
+        alpha = self.len_penalty
+        self.len_penalty = gnmt_exponent(step + 1, alpha)  # fairseq divides by (step + 1)^len_penalty
+        try:
+            return super().finalize_hypos(step, *args, **kwargs)
+        finally:
+            self.len_penalty = alpha
 
 
 @dataclass

@@ -9,8 +9,8 @@ from attn_only_plugin.tasks.translation_paper import (
     GNMTSequenceGenerator,
     PaperTranslationConfig,
     PaperTranslationTask,
+    gnmt_exponent,
     gnmt_length_penalty,
-    rescale_for_gnmt,
 )
 from helpers import build_model, make_dictionary
 
@@ -29,11 +29,9 @@ def test_penalties_pick_different_hypotheses():
     assert gnmt_length_penalty(1, alpha) == pytest.approx(1.0)
 
 
-def test_rescale_then_fairseq_division_gives_gnmt():
-    scores = torch.tensor([-1.0, -1.6])
-    for length in (2, 6, 30):
-        after = rescale_for_gnmt(scores, length, 0.6) / length**0.6  # what finalize_hypos divides by
-        assert torch.allclose(after, scores / gnmt_length_penalty(length, 0.6))
+def test_fairseq_division_by_the_exponent_gives_gnmt():
+    for length in (1, 2, 6, 30):
+        assert length ** gnmt_exponent(length, 0.6) == pytest.approx(gnmt_length_penalty(length, 0.6))
 
 
 def test_task_builds_gnmt_generator():
@@ -45,3 +43,24 @@ def test_task_builds_gnmt_generator():
     src = torch.tensor([[4, 5, 6, d.eos()]])
     hypos = gen.generate([build_model(d)], {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([4])}})
     assert len(hypos[0]) == 4 and hypos[0][0]["tokens"][-1] == d.eos()
+    for h in hypos[0]:  # the score is the summed log-probability / lp; the per-token scores are the model's
+        total = h["positional_scores"].sum()
+        assert h["score"] == pytest.approx(float(total) / gnmt_length_penalty(len(h["tokens"]), 0.6), rel=1e-5)
+
+
+def test_gnmt_positional_scores_are_the_models():
+    """Every hypothesis' per-token scores, its end of sentence included, are the log-probabilities
+    the model gives its tokens in one teacher-forced pass (the ranking alone is penalised)."""
+    d = make_dictionary()
+    model = build_model(d).eval()
+    task = PaperTranslationTask(PaperTranslationConfig(lenpen_style="gnmt"), d, d)
+    gen = task.build_generator([model], SimpleNamespace(beam=4, lenpen=0.6, max_len_a=1, max_len_b=50, sampling=False))
+    src = torch.tensor([[4, 5, 6, d.eos()]])
+    with torch.no_grad():
+        hypos = gen.generate([model], {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([4])}})[0]
+        for h in hypos:
+            tokens = h["tokens"].unsqueeze(0)  # (1, T)
+            prev = torch.cat([tokens.new_full((1, 1), d.eos()), tokens[:, :-1]], 1)  # (1, T): EOS moved to the front
+            lprobs = model.get_normalized_probs(model(src, torch.tensor([4]), prev), log_probs=True)[0]  # (T, V)
+            forced = lprobs.gather(1, tokens[0].unsqueeze(1)).squeeze(1)  # (T,)
+            assert torch.allclose(h["positional_scores"], forced, atol=1e-4)
