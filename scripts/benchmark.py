@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # training_flops.py and benchmarks/ beside this file
 
-from benchmarks.common import BATCH_SIZE, PRESETS, make_batches, pad_share  # noqa: E402,F401
+from benchmarks.common import BATCH_SIZE, PRESETS, SPEED_PATHS, make_batches, pad_share  # noqa: E402,F401
 from benchmarks.generation import generation, importable  # noqa: E402
 from benchmarks.memory import train_memory  # noqa: E402
 from benchmarks.processes import WorkerError, in_process  # noqa: E402
@@ -74,10 +74,12 @@ def run(
     optimizer="recipe",
     recompute=False,
     ct2=True,
+    without=(),
 ):
-    """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches."""
+    """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches;
+    ours without the speed paths named in `without` (SPEED_PATHS), to measure what each buys."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak)
-    shape = PRESETS[preset]
+    shape = dict(PRESETS[preset], without=sorted(without)) if without else PRESETS[preset]
     batch_size = BATCH_SIZE[preset] if batch_size is None else batch_size
     n_gen = 2 * batch_size if n_gen is None else n_gen
     peak = peak_tflops(device, amp, peak)
@@ -203,6 +205,14 @@ def main(argv=None) -> None:
         action="store_true",
         help="leave out the CTranslate2 generation columns (they need the ctranslate2 package)",
     )
+    p.add_argument(
+        "--without",
+        nargs="+",
+        choices=sorted(SPEED_PATHS),
+        default=[],
+        help="turn these speed paths of ours off, to measure what each buys: shared-cache (the beam-shared "
+        "decoding cache) or packing (training without the pads); the maths is the same (docs/speed.md)",
+    )
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
     try:
@@ -227,6 +237,7 @@ def main(argv=None) -> None:
             a.optimizer,
             a.checkpoint_activations,
             ct2=not a.no_ctranslate2,
+            without=a.without,
         )
     except WorkerError as e:
         sys.exit(f"error: {e}")

@@ -21,10 +21,26 @@ PRESETS = {  # d_model, d_ff, heads, layers, vocab
 # --max-tokens 4096 per GPU; the paper's 25k-token batches were spread over 8 GPUs, section 5.1),
 # as a GPU's speed on 650-token steps measures kernel launches, not the model.
 BATCH_SIZE = {"tiny": 32, "cpu": 32, "base": 256, "big": 256}
+# --without NAME: the module constant that turns one of our speed paths off (docs/speed.md, "Where
+# the speed paths live"), so the benchmark measures what it buys; the maths is the same either way.
+SPEED_PATHS = {
+    "shared-cache": ("attn_only_plugin.modules.decoding_state", "MAX_SHARED_BEAM", 1),  # one memory row per hypothesis
+    "packing": ("attn_only_plugin.modules.packing", "MIN_PAD_FRACTION", 2.0),  # never packs
+}
+
+
+def turn_off(names) -> None:
+    """Turns off our speed paths named in SPEED_PATHS, in this process (each measuring process calls it)."""
+    import importlib
+
+    for name in names:
+        module, constant, value = SPEED_PATHS[name]
+        setattr(importlib.import_module(module), constant, value)
 
 
 def build_pair(shape, seed=0):
-    """(fairseq's built-in, ours) with the same sizes and weights, in eval mode."""
+    """(fairseq's built-in, ours) with the same sizes and weights, in eval mode; ours without the
+    speed paths that shape["without"] names, if any."""
     import argparse as ap
     from types import SimpleNamespace
 
@@ -71,6 +87,7 @@ def build_pair(shape, seed=0):
         max_source_positions=256,
         max_target_positions=256,
     )
+    turn_off(shape.get("without", ()))
     ours = AttnOnlyTransformer.build_model(cfg, task)
     ours.load_state_dict(fairseq_to_ours(theirs.state_dict(), d.pad()))
     return theirs, ours, d

@@ -117,6 +117,29 @@ def test_generation_only(cli):
     assert "generation sentences/s" in proc.stdout and "CTranslate2" not in proc.stdout
 
 
+def test_without_a_speed_path(cli, script, monkeypatch, tmp_path):
+    """--without turns our speed paths off (to measure what each buys, docs/speed.md): the module
+    constants that switch them, in every measuring process; the hypotheses stay the built-in's."""
+    import attn_only_plugin.modules.decoding_state as decoding_state
+    import attn_only_plugin.modules.packing as packing
+
+    monkeypatch.setattr(decoding_state, "MAX_SHARED_BEAM", decoding_state.MAX_SHARED_BEAM)  # restored after
+    monkeypatch.setattr(packing, "MIN_PAD_FRACTION", packing.MIN_PAD_FRACTION)
+    script("benchmark")
+    from benchmarks.common import turn_off
+
+    turn_off(["shared-cache", "packing"])
+    assert decoding_state.MAX_SHARED_BEAM == 1 and packing.MIN_PAD_FRACTION > 1  # no beam shares, nothing packs
+    out = tmp_path / "bench.json"
+    args = ["--generate", "4", "--batch-size", "4", "--parts", "generation", "--repeats", "1", "--no-ctranslate2"]
+    proc = cli("benchmark", "--preset", "tiny", *args, "--without", "shared-cache", "packing", "--out", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert r["shape"]["without"] == ["packing", "shared-cache"] and r["generation"]["identical_hypotheses"] is True
+    assert "'without': ['packing', 'shared-cache']" in proc.stdout
+    assert cli("benchmark", "--preset", "tiny", "--without", "caches").returncode == 2  # argparse's refusal
+
+
 def test_generation_without_ctranslate2_installed(tmp_path):
     """A GPU machine with only the bundle: the CTranslate2 columns are left out, with a line saying why."""
     import os
