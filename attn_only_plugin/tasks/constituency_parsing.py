@@ -3,16 +3,8 @@
 
 Training is plain translation (words -> linearized tree, see parsing/linearize.py). Decoding adds
 one option the paper does not describe: `--constrain-trees` lets beam search extend a hypothesis
-only with tokens that keep it a well-formed tree over exactly the input words:
-
-- a word slot only while fewer slots than source words have been written: ``XX`` in Vinyals et
-  al.'s linearization; in the copy linearization (prepare_ptb.py --target-words) exactly the next
-  source word, looked up by its string in the target dictionary (``<unk>`` when it is not there);
-- an opening bracket ``(L`` only while a word is still to come and the output length limit
-  leaves room to place the remaining words and close every open bracket;
-- a closing bracket only as ``)L`` for the innermost open ``(L``, never right after it (no empty
-  constituent), and for the outermost bracket only once every word is placed;
-- end of sentence only after the outermost bracket has closed; nothing after it.
+only with tokens that keep it a well-formed tree over exactly the input words (the rules, and the
+search that applies them: tasks/tree_constraints.py).
 
 The linearization is read off the target dictionary, so no flag says it: a dictionary with ``XX``
 is Vinyals et al.'s, one without ``XX`` but with brackets ``(L`` / ``)L`` the copy one (a joined
@@ -32,9 +24,8 @@ resumes with the same draws whatever the batching or --num-workers; validation a
 the words unchanged.
 """
 
-import math
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import List
 
 import numpy as np
 import torch
@@ -44,118 +35,10 @@ from fairseq.tasks import register_task
 from omegaconf import II
 
 from ..guards.errors import PluginError
-from ..parsing.linearize import PLACEHOLDER
 from .translation_paper import PaperTranslationConfig, PaperTranslationTask
+from .tree_constraints import TreeConstrainedBeamSearch, TreeConstraints
 
-
-class TreeConstraints:
-    """``allowed(i, prefix)``: the token ids that may follow ``prefix`` for sentence ``i`` of the
-    current batch (``i`` is the sentence's ``sample["id"]``; ``prefix`` starts with the BOS/EOS
-    fairseq puts in front of every hypothesis). Source batches are (B, S) token ids, padded on
-    either side, each sentence ending with EOS."""
-
-    def __init__(self, tgt_dict: Dictionary, src_dict: Dictionary):
-        self.eos, self.xx = tgt_dict.eos(), tgt_dict.index(PLACEHOLDER)
-        self.src_dict, self.tgt_dict = src_dict, tgt_dict
-        symbols = {symbol: index for index, symbol in enumerate(tgt_dict.symbols)}
-        # "(L" -> id of ")L"; an opening bracket whose closing one is not in the dictionary could
-        # never be closed, so it is never allowed.
-        self.close_of: Dict[int, int] = {
-            index: symbols[")" + symbol[1:]]
-            for symbol, index in symbols.items()
-            if symbol.startswith("(") and len(symbol) > 1 and ")" + symbol[1:] in symbols
-        }
-        if self.xx == tgt_dict.unk() and not self.close_of:
-            raise PluginError(
-                f"--constrain-trees: the target dictionary has no {PLACEHOLDER} and no brackets such as "
-                "(S / )S, so this is not a parsing data-bin (make one with scripts/prepare_ptb.py and "
-                "fairseq-preprocess)"
-            )
-        self.copy = self.xx == tgt_dict.unk()  # no XX: the words themselves fill the slots
-        self.opens: List[int] = sorted(self.close_of)
-        # target ids a word slot may never take: brackets and the specials but <unk>
-        self.not_words = (
-            set(self.close_of) | set(self.close_of.values()) | {tgt_dict.bos(), tgt_dict.pad(), tgt_dict.eos()}
-        )
-        self.slots: Dict[int, List[int]] = {}
-        self.max_len = 0
-
-    def set_batch(self, sentence_ids: List[int], src_tokens: torch.Tensor, max_len: int) -> None:
-        """The batch's source tokens, (B, S), and the generator's output length limit."""
-        specials = {self.src_dict.pad(), self.src_dict.eos(), self.src_dict.bos()}
-        self.slots = {
-            i: [self.slot_token(t) for t in row if t not in specials]
-            for i, row in zip(sentence_ids, src_tokens.tolist(), strict=True)
-        }
-        self.max_len = max_len
-
-    def slot_token(self, source_token: int) -> int:
-        """The target id a source word's slot must hold: XX, or the same word (else <unk>)."""
-        if not self.copy:
-            return self.xx
-        target = self.tgt_dict.index(self.src_dict[source_token])
-        return self.tgt_dict.unk() if target in self.not_words else target
-
-    def allowed(self, batch_index: int, prefix: torch.Tensor) -> List[int]:
-        tokens, slots = prefix.tolist()[1:], self.slots[batch_index]
-        n, placed, stack = len(slots), 0, []  # stack: ids of the closing brackets due
-        for token in tokens:
-            if token in self.close_of:
-                stack.append(self.close_of[token])
-            elif stack and token == stack[-1]:
-                stack.pop()
-            else:  # a word slot (only allowed tokens are ever in the prefix)
-                placed += 1
-        if not stack:  # before the outermost bracket, or after it closed
-            opens_fit = not tokens and 2 + n <= self.max_len
-            return self.opens if opens_fit else [self.eos]
-        allowed = []
-        if placed < n:
-            allowed.append(slots[placed])
-            # an opening bracket needs itself, its closing bracket, the words still due and the
-            # closing brackets already due, all before the EOS that the length limit forces
-            if len(tokens) + 2 + (n - placed) + len(stack) <= self.max_len:
-                allowed.extend(self.opens)
-        if tokens[-1] not in self.close_of and (len(stack) > 1 or placed == n):
-            allowed.append(stack[-1])
-        return allowed or [self.eos]
-
-    def mask(self, lprobs: torch.Tensor, prefixes: torch.Tensor, sentence_ids: List[int]) -> torch.Tensor:
-        """0 where a token is allowed, -inf elsewhere; lprobs is (hypotheses, V)."""
-        rows, cols = [], []
-        for row, (prefix, sentence) in enumerate(zip(prefixes, sentence_ids, strict=True)):
-            allowed = self.allowed(sentence, prefix)
-            rows += [row] * len(allowed)
-            cols += allowed
-        mask = torch.full_like(lprobs, -math.inf)
-        mask[rows, cols] = 0.0
-        return mask
-
-
-class TreeConstrainedBeamSearch(BeamSearch):
-    """fairseq's beam search (2 x beam candidates per step) over the allowed tokens only.
-
-    fairseq's own PrefixConstrainedBeamSearch is not used: it keeps only beam candidates per step,
-    so when some of them end, a finished hypothesis (EOS inside) is carried on as a live one."""
-
-    def __init__(self, tgt_dict: Dictionary, constraints: TreeConstraints):
-        super().__init__(tgt_dict)
-        self.constraints = constraints
-
-    def step(
-        self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None, candidate_multiple: int = 2
-    ):
-        bsz, beam_size, vocab_size = lprobs.size()  # (B, beam, V)
-        sentence_ids = original_batch_idxs.repeat_interleave(beam_size).tolist()  # (B * beam,)
-        mask = self.constraints.mask(lprobs.view(-1, vocab_size), prev_output_tokens, sentence_ids)
-        return super().step(
-            step,
-            lprobs + mask.view(bsz, beam_size, vocab_size),
-            scores,
-            prev_output_tokens,
-            original_batch_idxs,
-            candidate_multiple,
-        )
+__all__ = ["ConstituencyParsingTask", "ParsingConfig", "TreeConstrainedBeamSearch", "TreeConstraints", "drop_words"]
 
 
 def drop_words(

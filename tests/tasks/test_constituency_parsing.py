@@ -107,6 +107,43 @@ def test_random_walks_are_always_trees():
         assert tree.words() == words(n).split()
 
 
+@pytest.mark.parametrize("copy", [False, True])
+def test_mask_equals_allowed_on_random_prefixes(copy):
+    """The batched mask (the speed path) gives exactly allowed()'s tokens for every hypothesis of a
+    step: a batch of sentences of 0-9 words, random walks of every length through the allowed sets,
+    tight and loose length limits, XX and copy dictionaries, a vocabulary padded beyond the dictionary."""
+    rng = random.Random(1)
+    vocab = tuple(f"w{i}" for i in range(12))
+    d = copy_dictionary(words=vocab[:8]) if copy else tree_dictionary()
+    src = make_dictionary()
+    c = TreeConstraints(d, src)
+    for trial in range(40):
+        lengths = [rng.randint(0, 9) for _ in range(4)]
+        ids = [100 + 4 * trial + k for k in range(4)]
+        width = max(lengths) + 1
+        batch = torch.tensor(
+            [
+                [src.pad()] * (width - n - 1) + [src.index(f"w{rng.randrange(12)}") for _ in range(n)] + [src.eos()]
+                for n in lengths
+            ]
+        )
+        c.set_batch(ids, batch, max_len=rng.randint(2, 40))
+        prefixes, sentence_ids, steps = [], [], rng.randint(0, 30)
+        for sentence in ids * 3:
+            tokens = [d.eos()]
+            for _ in range(steps):
+                choice = rng.choice(c.allowed(sentence, torch.tensor(tokens)))
+                tokens.append(choice)  # after an EOS every next step allows EOS again, as in a padded beam
+            prefixes.append(tokens)
+            sentence_ids.append(sentence)
+        lprobs = torch.zeros(len(prefixes), len(d) + 3)  # (H, V): fairseq may pad the output layer
+        mask = c.mask(lprobs, torch.tensor(prefixes), sentence_ids)
+        for row, (tokens, sentence) in enumerate(zip(prefixes, sentence_ids, strict=True)):
+            expected = sorted(c.allowed(sentence, torch.tensor(tokens)))
+            assert mask[row].eq(0).nonzero().squeeze(1).tolist() == expected, (trial, tokens)
+        assert torch.isinf(mask[mask.ne(0)]).all()
+
+
 def test_dictionary_without_placeholder_or_brackets_is_refused():
     with pytest.raises(ValueError, match="no XX and no brackets"):
         TreeConstraints(make_dictionary(), make_dictionary())
