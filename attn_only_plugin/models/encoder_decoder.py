@@ -136,7 +136,7 @@ class Decoder(FairseqIncrementalDecoder, Stack):
     incremental state: encoder-decoder keys/values are projected once per sentence and shared by
     its beam (the encoder output stays one row per sentence, see shared_rows); self-attention
     keys/values are one row per hypothesis, written into spare room of their buffer each step (no
-    torch.cat), and a beam reorder copies the rows that move (modules/cache.py).
+    torch.cat), and a beam reorder copies the rows that move, in place when few do (modules/cache.py).
 
     Training skips the pads of right-padded targets in the layers' position-wise work
     (modules/packing.py; the encoder does the same with its source pads). With real_only (our
@@ -236,8 +236,9 @@ class Decoder(FairseqIncrementalDecoder, Stack):
 
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor):
         """Beam search goes on with hypotheses new_order: the decoding state reorders itself
-        (modules/decoding_state.py): self-attention caches copy the rows that move, encoder-decoder
-        keys/values stay one row per sentence while the beams stay together."""
+        (modules/decoding_state.py): self-attention caches take the new order (index_select, or
+        in place for the few rows that move), encoder-decoder keys/values stay one row per
+        sentence while the beams stay together."""
         entries = self.get_incremental_state(incremental_state, "cache")
         if entries is not None:
             DecodingState(entries).reorder(new_order)
