@@ -210,8 +210,8 @@ def main(argv=None) -> None:
         nargs="+",
         choices=sorted(SPEED_PATHS),
         default=[],
-        help="turn these speed paths of ours off, to measure what each buys: shared-cache (the beam-shared "
-        "decoding cache) or packing (training without the pads); the maths is the same (docs/speed.md)",
+        help="turn these speed paths of ours off, to measure what each buys: packing (training without "
+        "the pads); the maths is the same (docs/speed.md)",
     )
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)

@@ -135,11 +135,8 @@ class Decoder(FairseqIncrementalDecoder, Stack):
     Incremental decoding keeps a DecodingState (modules/decoding_state.py) in fairseq's
     incremental state: encoder-decoder keys/values are projected once per sentence and shared by
     its beam (the encoder output stays one row per sentence, see shared_rows); self-attention
-    keys/values are shared by the beam too, g entries per step written into spare room of their
-    buffer (no torch.cat), and a beam reorder gathers only the history table that says which
-    entries lie on each hypothesis's path, for all layers at once (modules/cache.py). Without a
-    shared beam (greedy search, sampling, an order that splits a beam) they are one row per
-    hypothesis, and a reorder copies the rows that move.
+    keys/values are one row per hypothesis, written into spare room of their buffer each step (no
+    torch.cat), and a beam reorder copies the rows that move, in place when few do (modules/cache.py).
 
     Training skips the pads of right-padded targets in the layers' position-wise work
     (modules/packing.py; the encoder does the same with its source pads). With real_only (our
@@ -153,7 +150,6 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         self.embed = TransformerEmbedding(
             embed_tokens, cfg.max_target_positions, cfg.learned_pos, cfg.dropout, absolute=not cfg.no_absolute_positions
         )
-        self.window = cfg.attention_window  # restricted self-attention: its caches keep R + 1 steps
         self.layers = nn.ModuleList(DecoderLayer(**_layer_args(cfg), index=i) for i in range(cfg.decoder_layers))
         self._setup_stack(cfg, "decoder")
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
@@ -200,7 +196,7 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         tokens = prev_output_tokens if step < 0 else prev_output_tokens[:, -1:]  # (B, T); one step: (B, 1)
         packing = target_packing(tokens, self.padding_idx, self.training and step < 0)  # real tokens only
         x = self.embed(tokens, step, packing)  # (B, T, d_model), or (N, d_model) packed: sections 3.4, 3.5
-        state = self.decoding_state(incremental_state, step, tokens.size(0), memory, memory_pad, x.dtype)
+        state = self.decoding_state(incremental_state, memory_pad, x.dtype)
         memory_mask = ~memory_pad if state is None else state.memory_mask  # (B_s, S) True or 0 = real token
         attn, cross_all, self_all = None, [], []
         with self.saved_tensors_place():
@@ -223,22 +219,16 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         return x, extra
 
     def decoding_state(
-        self,
-        incremental_state: Optional[IncrementalState],
-        step: int,
-        B: int,
-        memory: Tensor,
-        memory_pad: Tensor,
-        dtype: torch.dtype,
+        self, incremental_state: Optional[IncrementalState], memory_pad: Tensor, dtype: torch.dtype
     ) -> Optional[DecodingState]:
         """Incremental decoding: the state kept in fairseq's incremental_state, begun for this
-        step of B hypotheses (modules/decoding_state.py); None for a full pass."""
+        step over memory_pad (B_s, S) (modules/decoding_state.py); None for a full pass."""
         if incremental_state is None:
             return None
         entries = self.get_incremental_state(incremental_state, "cache") or {}
         self.set_incremental_state(incremental_state, "cache", entries)
-        state = DecodingState(entries, self.window)
-        state.begin_step(step, B, memory, memory_pad, dtype)
+        state = DecodingState(entries)
+        state.begin_step(memory_pad, dtype)
         return state
 
     def output_layer(self, features: Tensor) -> Tensor:
@@ -246,10 +236,12 @@ class Decoder(FairseqIncrementalDecoder, Stack):
 
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor):
         """Beam search goes on with hypotheses new_order: the decoding state reorders itself
-        (modules/decoding_state.py; within the beams no keys or values move)."""
+        (modules/decoding_state.py): self-attention caches take the new order (index_select, or
+        in place for the few rows that move), encoder-decoder keys/values stay one row per
+        sentence while the beams stay together."""
         entries = self.get_incremental_state(incremental_state, "cache")
         if entries is not None:
-            DecodingState(entries, self.window).reorder(new_order)
+            DecodingState(entries).reorder(new_order)
             self.set_incremental_state(incremental_state, "cache", entries)
 
     def reorder_incremental_state_scripting(self, incremental_state: IncrementalState, new_order: Tensor):

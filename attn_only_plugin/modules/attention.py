@@ -2,7 +2,8 @@
 
 Tensor layout in this file: batch first. x is (B, T, d_model) for queries and (B, S, d_model)
 for keys/values (the encoder memory in encoder-decoder attention); heads are split as
-(B, h, T, d_k). Masks are boolean with True = "may attend".
+(B, h, T, d_k). Masks are boolean with True = "may attend", or additive (0 / -inf) in a
+decoding step (cache.additive).
 """
 
 import math
@@ -21,8 +22,9 @@ from .window import banded_attention, position_mask, query_key_positions, use_ba
 
 def split_heads(x: Tensor, h: int, rows: Optional[int] = None) -> Tensor:
     """(B, T, h d) -> (B, h, T, d): the h heads of section 3.2.2 side by side. With rows = B_s < B
-    (beam search: g = B / B_s consecutive hypotheses share a memory row, decoding_state.py) the
-    g hypotheses' queries go side by side too: (B_s, h, g T, d), a view either way."""
+    (beam search's encoder-decoder attention: g = B / B_s consecutive hypotheses share a memory
+    row, decoding_state.py) the g hypotheses' queries go side by side too: (B_s, h, g T, d), a
+    view either way."""
     B, T, _ = x.shape
     rows = B if rows is None else rows
     return x.view(rows, B // rows * T, h, -1).transpose(1, 2)  # (B_s, h, g T, d); g = 1: (B, h, T, d)
@@ -140,75 +142,63 @@ class MultiHeadAttention(nn.Module):
         output are the real rows (N, d_model) of the (B, T) queries; state (incremental decoding,
         decoding_state.py): x holds the new positions only, and the keys and values of earlier
         steps (self-attention) or of the memory (projected once) come from it. B_s = B except in
-        beam search, where B = g B_s: g consecutive hypotheses share a memory row, and their
-        queries go through one attention call against it (split_heads' rows)."""
-        if self.self_attention:
-            q, k, v = padded(self.qkv(x), packing).split(self.widths, dim=-1)  # x W^Q, x W^K, x W^V: (B, T, h d)
-            k, v = split_heads(k, self.h), split_heads(v, self.h)  # (B, h, T, d_k), (B, h, T, d_v)
-        else:  # keys and values from the encoder's output (section 3.2.3)
-            q = padded(self.q(x), packing)  # x W^Q: (B, T, h d_k)
-            k, v = (
-                self.project_memory(memory)
-                if state is None
-                else state.memory(self.cache_key, lambda: self.project_memory(memory))
-            )  # (B_s, h, S, d_k), (B_s, h, S, d_v)
+        beam search's encoder-decoder attention, where B = g B_s: g consecutive hypotheses share
+        a memory row, and their queries go through one attention call against it (split_heads' rows)."""
+        q, k, v = self.project(x, memory, state, packing)  # (B, T, h d_k), (B_s, h, S, d_k), (B_s, h, S, d_v)
         mask = None if key_mask is None else key_mask[:, None, None, :]  # (B_s, 1, 1, S) True = may attend
-        if state is not None and self.self_attention:  # and the keys and values of the earlier steps
-            k, v, mask = state.self_attention(self.cache_key, k, v, mask, self.window)  # (B_s, h, S, d)
         B = q.size(0)
         q = split_heads(q, self.h, rows=k.size(0))  # (B, h, T, d_k); a beam's g hypotheses: (B_s, h, g T, d_k)
-        y, weights = self.attention(q, k, v, mask, causal, need_weights, state)  # Eq. (1) per head: (B_s, h, g T, d_v)
+        y, weights = self.attention(q, k, v, mask, causal, need_weights)  # Eq. (1) per head: (B_s, h, g T, d_v)
         y = y.transpose(1, 2).reshape(B, -1, self.h * self.d_v)  # (B, T, h d_v): Concat(head_1, ..., head_h)
-        return self.out(packed(y, packing)), self.hypothesis_weights(weights, B, state)  # Concat(...) W^O
+        return self.out(packed(y, packing)), self.hypothesis_weights(weights, B)  # Concat(...) W^O
+
+    def project(
+        self, x: Tensor, memory: Optional[Tensor], state: Optional[DecodingState], packing: Optional[Packing]
+    ) -> Tuple[Tensor, Tensor, Tensor]:
+        """Q W^Q, K W^K, V W^V: queries (B, T, h d_k) from x; keys (B, h, S, d_k) and values
+        (B, h, S, d_v) from x in self-attention (with the earlier steps' from the decoding state),
+        or (B_s, h, S, d) from the memory in encoder-decoder attention (section 3.2.3)."""
+        if not self.self_attention:
+            q = padded(self.q(x), packing)  # x W^Q: (B, T, h d_k)
+            if state is None:
+                return (q, *self.project_memory(memory))
+            return (q, *state.memory(self.cache_key, lambda: self.project_memory(memory)))  # projected once
+        q, k, v = padded(self.qkv(x), packing).split(self.widths, dim=-1)  # x W^Q, x W^K, x W^V: (B, T, h d)
+        k, v = split_heads(k, self.h), split_heads(v, self.h)  # (B, h, T, d_k), (B, h, T, d_v)
+        if state is not None:  # and the keys and values of the earlier steps
+            k, v = state.self_attention(self.cache_key, k, v, self.window)  # (B, h, S, d_k), (B, h, S, d_v)
+        return q, k, v
 
     def attention(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        mask: Optional[Tensor],
-        causal: bool,
-        need_weights: bool,
-        state: Optional[DecodingState],
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool, need_weights: bool
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """Eq. (1) on every head, dropout on the weights (section 5.4); in self-attention with a
         window (window.py) or relative positions (relative.py), their form of it."""
         p = self.dropout if self.training or self.apply_during_inference else 0.0
         if self.window is None and self.relative is None:
             return scaled_dot_product_attention(q, k, v, mask, causal, p, need_weights)
-        return self._positional_attention(q, k, v, mask, causal, p, need_weights, state)
+        return self._positional_attention(q, k, v, mask, causal, p, need_weights)
 
-    def hypothesis_weights(self, w: Optional[Tensor], B: int, state: Optional[DecodingState]) -> Optional[Tensor]:
-        """Weights (B_s, h, g T, S) of g hypotheses side by side as (B, h, T, S); over a
-        beam-shared self-attention cache each hypothesis's over its own positions."""
+    def hypothesis_weights(self, w: Optional[Tensor], B: int) -> Optional[Tensor]:
+        """Encoder-decoder weights (B_s, h, g T, S) of g hypotheses side by side as (B, h, T, S)."""
         if w is None or w.size(0) == B:
             return w
         B_s, h, _, S = w.shape
-        w = w.view(B_s, h, B // B_s, -1, S).transpose(1, 2).reshape(B, h, -1, S)  # (B, h, T, S)
-        return state.own_weights(w) if state is not None and self.self_attention else w
+        return w.view(B_s, h, B // B_s, -1, S).transpose(1, 2).reshape(B, h, -1, S)  # (B, h, T, S)
 
     def _positional_attention(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        mask: Optional[Tensor],
-        causal: bool,
-        p: float,
-        need_weights: bool,
-        state: Optional[DecodingState],
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool, p: float, need_weights: bool
     ):
         """Self-attention that depends on where queries and keys sit: a window (window.py) and/or
-        relative positions (relative.py). Without a cache (causal or encoder) the window becomes
-        a mask, or on long inputs the banded computation; a decoding step's cache holds only the
-        window already (append_to_cache's keep), and the beam-shared layout's history mask too."""
-        if self.relative is None and state is None and not need_weights and use_banded(k.size(2), self.window):
+        relative positions (relative.py). Without a cache (T = S: causal or encoder) the window
+        becomes a mask, or on long inputs the banded computation; a decoding step's cache holds only
+        the window already (append_to_cache's keep), and its queries are its last T positions."""
+        T, S = q.size(2), k.size(2)
+        if self.relative is None and T == S and not need_weights and use_banded(S, self.window):
             key_mask = None if mask is None else mask[:, 0, 0, :]  # (B, S)
             return banded_attention(q, k, v, self.window, causal, key_mask, p), None  # (B, h, T, d_v)
-        g = 1 if state is None else state.entries_per_step
-        q_pos, k_pos = query_key_positions(q.size(2), k.size(2), g, q.device)
-        if g == 1:  # else mask is the beam's additive history mask, within the window already
-            mask = position_mask(mask, q_pos, k_pos, self.window, causal)  # (T, S) or (B, 1, T, S)
+        q_pos, k_pos = query_key_positions(T, S, q.device)  # (T,), (S,)
+        mask = position_mask(mask, q_pos, k_pos, self.window, causal)  # (T, S) or (B, 1, T, S)
         if self.relative is not None:
-            return self.relative(q, k, v, q_pos, k_pos, mask, p, need_weights)  # (B_s, h, g T, d_v)
+            return self.relative(q, k, v, q_pos, k_pos, mask, p, need_weights)  # (B, h, T, d_v)
         return scaled_dot_product_attention(q, k, v, mask, False, p, need_weights)

@@ -105,8 +105,7 @@ class DecoderLayer(nn.Module):
         """x: (B, T, d_model), or its real rows (N, d_model) with packing; memory: (B, S, d_model);
         memory_mask: (B, S) True = real token, or additive (0 / -inf) when decoding.
         With a decoding state (incremental decoding, decoding_state.py) x holds only the new
-        positions and the causal mask is implied: the queries see every cached position (or, in
-        a cache shared by a beam, the entries on each hypothesis's path). Returns the output, the
+        positions and the causal mask is implied: the queries see every cached position. Returns the output, the
         encoder-decoder weights (B, h, T, S) and the self-attention weights (B, h, T, T_all)."""
         x, w_self = self.sub_self(
             x,

@@ -35,14 +35,11 @@ def use_banded(n: int, window: int) -> bool:
     return n >= BANDED_MIN_LENGTH and n >= 4 * (2 * window + 1)
 
 
-def query_key_positions(T: int, S: int, entries_per_step: int, device) -> Tuple[Tensor, Tensor]:
+def query_key_positions(T: int, S: int, device) -> Tuple[Tensor, Tensor]:
     """Positions of T queries and S keys in one attention call. Self-attention without a cache has
-    T = S; with one, the queries are the last T of the S cached positions. In a cache shared by a
-    beam of g (cache.py) each step holds g entries (entries_per_step = g) and the g stacked
-    queries (T = g) all sit at the last step. Returns q_pos (T,), k_pos (S,)."""
-    k_pos = torch.arange(S, device=device) // entries_per_step  # (S,)
-    if entries_per_step > 1:
-        return k_pos[-1:].expand(T), k_pos  # (g,), (S,)
+    T = S; with one, the queries are the last T of the S cached positions. Returns q_pos (T,),
+    k_pos (S,)."""
+    k_pos = torch.arange(S, device=device)  # (S,)
     return k_pos[S - T :], k_pos  # (T,), (S,)
 
 

@@ -24,7 +24,6 @@ BATCH_SIZE = {"tiny": 32, "cpu": 32, "base": 256, "big": 256}
 # --without NAME: the module constant that turns one of our speed paths off (docs/speed.md, "Where
 # the speed paths live"), so the benchmark measures what it buys; the maths is the same either way.
 SPEED_PATHS = {
-    "shared-cache": ("attn_only_plugin.modules.decoding_state", "MAX_SHARED_BEAM", 1),  # one memory row per hypothesis
     "packing": ("attn_only_plugin.modules.packing", "MIN_PAD_FRACTION", 2.0),  # never packs
 }
 

@@ -1,6 +1,6 @@
-"""The beam-shared self-attention cache (modules/cache.py) under fairseq's searches: every search
-that SequenceGenerator offers gives the same hypotheses with it as with one cache row per
-hypothesis (the layout fairseq's own transformer uses)."""
+"""Incremental decoding (modules/decoding_state.py, cache.py) under fairseq's searches: every search
+that SequenceGenerator offers gives the same hypotheses with the decoding caches and their beam
+reorders as with the full pass over each hypothesis's prefix at every step (no cache)."""
 
 import pytest
 import torch
@@ -9,11 +9,6 @@ from fairseq.sequence_generator import SequenceGenerator
 
 from attn_only_plugin.modules.decoding_state import DecodingState
 from helpers import build_model, make_dictionary, random_batch
-
-
-def _per_hypothesis(state, B, rows, step, device):
-    return None  # never share: one self-attention row per hypothesis
-
 
 SEARCHES = {
     "beam": lambda d: None,
@@ -26,34 +21,34 @@ SEARCHES = {
     "name,variant",
     [(name, {}) for name in sorted(SEARCHES) + ["prefix"]] + [("beam", dict(attention_window=2, relative_positions=2))],
 )
-def test_shared_cache_gives_the_same_hypotheses(name, variant, monkeypatch):
-    """Also with restricted self-attention (a window's own history table) and relative positions."""
+def test_cached_decoding_gives_the_hypotheses_of_the_full_pass(name, variant, monkeypatch):
+    """Also with restricted self-attention (a window's caches keep R + 1 steps) and relative positions."""
     d = make_dictionary(30)
     model = build_model(d, **variant)
     src, _ = random_batch(d, B=3, S=7)
     sample = {"net_input": {"src_tokens": src, "src_lengths": src.ne(d.pad()).sum(1)}}
     prefix = src[:, -3:-1] if name == "prefix" else None  # force the first two target tokens
 
-    def generate():
+    def generate(cached):
         gen = SequenceGenerator(
             [model], d, beam_size=4, max_len_a=1, max_len_b=6, search_strategy=SEARCHES.get(name, SEARCHES["beam"])(d)
         )
+        gen.model.has_incremental = cached  # False: fairseq runs the decoder's full pass every step
         torch.manual_seed(0)
         with torch.no_grad():
             out = gen.generate([model], sample, prefix_tokens=prefix)
         return [[(h["tokens"].tolist(), round(float(h["score"]), 4)) for h in hyps] for hyps in out]
 
-    original, shared_steps = DecodingState.history_mask, []
+    original, cached_steps = DecodingState.self_attention, []
 
-    def spy(state, B, rows, step, device):
-        mask = original(state, B, rows, step, device)
-        shared_steps.append(mask is not None)
-        return mask
+    def spy(state, *args):
+        cached_steps.append(1)
+        return original(state, *args)
 
-    monkeypatch.setattr(DecodingState, "history_mask", spy)
-    shared = generate()
-    assert all(shared_steps) and len(shared_steps) > 3  # every step ran on the shared cache
-    monkeypatch.setattr(DecodingState, "history_mask", _per_hypothesis)
-    assert generate() == shared
+    monkeypatch.setattr(DecodingState, "self_attention", spy)
+    cached = generate(True)
+    assert len(cached_steps) > 3 * len(model.decoder.layers)  # every layer ran on the caches, step after step
+    steps = len(cached_steps)
+    assert generate(False) == cached and len(cached_steps) == steps  # the reference used no cache
     if prefix is not None:
-        assert all(h[0][0][:2] == p for h, p in zip(shared, prefix.tolist(), strict=True))
+        assert all(h[0][0][:2] == p for h, p in zip(cached, prefix.tolist(), strict=True))

@@ -196,7 +196,7 @@ def _beam_start(model, dictionary, src, prev, g, differ_from):
 
 def test_float16_beam_decoding_follows_the_float32_model(dictionary, monkeypatch):
     """fairseq-generate --fp16 runs the model in float16 (on a GPU; a CPU has float16 kernels
-    too): the beam-shared caches are float16, every attention mask is boolean or of the queries'
+    too): the decoding caches are float16, every attention mask is boolean or of the queries'
     dtype (what each of torch's fused GPU kernels takes as it is), and every step stays within
     float16's rounding of the float32 model's full pass."""
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -214,7 +214,7 @@ def test_float16_beam_decoding_follows_the_float32_model(dictionary, monkeypatch
         orders = {2: torch.tensor([2, 0, 2, 3, 5, 4]), 4: torch.tensor([4, 3, 3])}
         enc, state = _decode_with_reorders(half, src, prev, enc, orders, reference=model, atol=2e-2)
         cache = half.decoder.get_incremental_state(state, "cache")
-        assert cache["0.self.k"].dtype == cache["0.cross.k"].dtype == torch.float16 and "beam.history" in cache
+        assert cache["0.self.k"].dtype == cache["0.cross.k"].dtype == torch.float16
 
 
 def test_training_under_float16_autocast(dictionary):
@@ -245,7 +245,7 @@ def test_beam_shares_encoder_rows_and_equals_full(dictionary, variant):
     """SequenceGenerator's orders: expand 2 sentences to beam 3, reorder within the beams, drop the
     first sentence. The encoder output and encoder-decoder keys/values stay one row per sentence
     (no copies), and every step equals the full pass over per-hypothesis copies of the source.
-    A window's shared cache and history table keep only its last R + 1 steps."""
+    The self-attention caches are one row per hypothesis; a window's keep only its last R + 1 steps."""
     model = build_model(dictionary, **variant)
     src, prev = random_batch(dictionary, B=2)
     with torch.no_grad():
@@ -255,54 +255,38 @@ def test_beam_shares_encoder_rows_and_equals_full(dictionary, variant):
         enc, state = _decode_with_reorders(model, src, prev, enc, orders)
         cache = model.decoder.get_incremental_state(state, "cache")
         assert enc["encoder_out"][0].size(0) == cache["0.cross.k"].size(0) == 1 and int(enc["beam"][0]) == 3
-        # self-attention keys too: one row per sentence, 3 entries per step (modules/cache.py)
         steps = prev.size(1) if "attention_window" not in variant else variant["attention_window"] + 1
-        assert cache["0.self.k"].shape[:3] == (1, 4, 3 * steps) and cache["beam.history"].shape[:2] == (1, 3)
-        if "attention_window" in variant:
-            assert cache["beam.history"].size(2) == 3 * steps
+        assert cache["0.self.k"].shape[:3] == (3, 4, steps)  # (B, h, t, d_k): the 3 hypotheses left
 
 
 @pytest.mark.parametrize("variant", [{}] + VARIANTS[1:2], ids=["paper", "window"])
-def test_beam_reorder_moves_no_keys_and_a_broken_beam_falls_back(dictionary, variant):
-    """Within the beams a reorder leaves every self-attention key and value where it is (same
-    buffer, same contents); an order that mixes sentences within a beam turns the shared cache into
-    one row per hypothesis; every step still equals the full pass."""
+def test_beam_reorder_is_index_select_and_a_broken_beam_falls_back(dictionary, variant):
+    """A reorder gives every self-attention cache its rows in the new order (index_select), the
+    few rows that move copied in place in the same buffer; an order that mixes sentences within a
+    beam turns the encoder-decoder keys and values into one row per hypothesis; every step still
+    equals the full pass."""
     model = build_model(dictionary, **variant)
     src, prev = random_batch(dictionary, B=2, T=7)
     with torch.no_grad():
         expand, enc, src, prev = _beam_start(model, dictionary, src, prev, g=3, differ_from=1)
         enc, state = _decode_with_reorders(model, src, prev[:, :3], enc, {})
         cache = model.decoder.get_incremental_state(state, "cache")
-        before = {k: (v.data_ptr(), v.clone()) for k, v in cache.items() if ".self." in k}
-        model.decoder.reorder_incremental_state_scripting(state, torch.tensor([1, 1, 0, 5, 3, 4]))
-        assert all(cache[k].data_ptr() == p and torch.equal(cache[k], v) for k, (p, v) in before.items())
+        for order in (torch.tensor([1, 1, 0, 5, 3, 4]), torch.tensor([0, 1, 1, 3, 4, 5])):
+            before = {k: (v.data_ptr(), v.index_select(0, order)) for k, v in cache.items() if ".self." in k}
+            model.decoder.reorder_incremental_state_scripting(state, order)
+            assert all(torch.equal(cache[k], v) for k, (_, v) in before.items())
+        assert all(cache[k].data_ptr() == p for k, (p, _) in before.items())  # one row of six moved: in place
         orders = {3: torch.tensor([1, 1, 0, 5, 3, 4]), 5: torch.tensor([0, 3, 1, 4, 2, 5])}  # step 5 mixes sentences
         enc, state = _decode_with_reorders(
             model, src, prev, model.encoder.reorder_encoder_out(model.encoder(src[[0, 3]]), expand), orders
         )
         cache = model.decoder.get_incremental_state(state, "cache")
-        assert "beam.history" not in cache and cache["0.self.k"].size(0) == 6
+        assert cache["0.cross.k"].size(0) == cache["0.self.k"].size(0) == 6 and not enc["beam"]
 
 
-def test_wide_beams_keep_one_self_attention_row_per_hypothesis(dictionary):
-    """Beams wider than MAX_SHARED_BEAM (parsing's 21) share the encoder output but not the
-    self-attention cache, whose g-fold attention would cost more than the copies it saves."""
-    from attn_only_plugin.modules.cache import MAX_SHARED_BEAM
-
-    model = build_model(dictionary)
-    src, prev = random_batch(dictionary, B=2)
-    src, prev, g = src[:1], prev[:1], MAX_SHARED_BEAM + 1
-    with torch.no_grad():
-        _, enc, src, prev = _beam_start(model, dictionary, src, prev, g=g, differ_from=1)
-        order = torch.arange(g).roll(1)
-        enc, state = _decode_with_reorders(model, src, prev, enc, {2: order})
-        cache = model.decoder.get_incremental_state(state, "cache")
-        assert "beam.history" not in cache and cache["0.self.k"].size(0) == g and cache["0.cross.k"].size(0) == 1
-
-
-def test_beam_shared_cache_gives_each_hypothesis_its_own_weights(dictionary):
-    """With the cache shared by a beam, the self-attention weights returned at a step are each
-    hypothesis's weights over its own positions, equal to the full pass's row."""
+def test_a_decoding_step_gives_each_hypothesis_its_own_weights(dictionary):
+    """With the encoder output shared by a beam, the self-attention and encoder-decoder weights
+    returned at a step are each hypothesis's, equal to the full pass's row."""
     model = build_model(dictionary)
     src, prev = random_batch(dictionary, B=2)
     with torch.no_grad():
@@ -316,8 +300,9 @@ def test_beam_shared_cache_gives_each_hypothesis_its_own_weights(dictionary):
                 prev = prev[order]
             _, step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state, need_all_weights=True)
         _, full = model.decoder(prev[:, :4], encoder_out=model.encoder(expanded_src[order]), need_all_weights=True)
-        for w_step, w_full in zip(step["self_attn"], full["self_attn"], strict=True):  # (B, h, 1, 4) vs (B, h, 4, 4)
-            assert torch.allclose(w_step[:, :, 0], w_full[:, :, 3], atol=1e-6)
+        for kind in ("self_attn", "cross_attn"):  # (B, h, 1, T_all or S) vs (B, h, 4, T_all or S)
+            for w_step, w_full in zip(step[kind], full[kind], strict=True):
+                assert torch.allclose(w_step[:, :, 0], w_full[:, :, 3], atol=1e-6), kind
 
 
 def test_a_reorder_is_one_call_not_a_walk_over_modules(dictionary, monkeypatch):

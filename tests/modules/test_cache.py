@@ -3,19 +3,7 @@ against hand-computed layouts."""
 
 import torch
 
-from attn_only_plugin.modules.cache import (
-    CACHE_CHUNK,
-    append_to_cache,
-    history_mask,
-    moved_rows,
-    new_history,
-    own_weights,
-    per_hypothesis,
-    reorder_cache,
-    reorder_history,
-    spare_positions,
-    window_history_mask,
-)
+from attn_only_plugin.modules.cache import CACHE_CHUNK, append_to_cache, moved_rows, reorder_cache, spare_positions
 
 
 def test_cache_grows_in_place_and_reorders_with_one_copy():
@@ -52,62 +40,6 @@ def test_reorder_in_place_moves_only_rows_that_change():
         assert append_to_cache(out, torch.zeros(6, 2, 1, 4)).data_ptr() == cache.data_ptr()
 
 
-def test_history_marks_each_hypothesis_path():
-    """2 hypotheses per beam: slot j writes entry t g + j; after a reorder the child inherits its
-    parent's path, and the table grows when full."""
-    table = new_history(1, 2, "cpu")
-    table, mask = history_mask(table, 0)
-    assert mask.shape == (1, 1, 2, 2) and mask[0, 0].int().tolist() == [[1, 0], [0, 1]]
-    table = reorder_history(table, torch.tensor([0]), torch.tensor([[1, 1]]))  # both continue hypothesis 1
-    table, mask = history_mask(table, 1)
-    assert mask[0, 0].int().tolist() == [[0, 1, 1, 0], [0, 1, 0, 1]]
-    table = reorder_history(table, torch.tensor([0]), torch.tensor([[1, 0]]))  # the two swap
-    table, mask = history_mask(table, 2)
-    assert mask[0, 0].int().tolist() == [[0, 1, 0, 1, 1, 0], [0, 1, 1, 0, 0, 1]]
-    for step in range(3, CACHE_CHUNK + 1):
-        table, mask = history_mask(table, step)
-    assert mask.shape == (1, 1, 2, 2 * (CACHE_CHUNK + 1)) and table.size(2) == 4 * CACHE_CHUNK
-    assert mask.sum(-1).tolist() == [[[CACHE_CHUNK + 1, CACHE_CHUNK + 1]]]  # one entry per step each
-
-
-def test_reorder_history_drops_finished_sentences():
-    table = torch.zeros(3, 2, 4, dtype=torch.bool)
-    table[:, 0, 0] = table[:, 1, 1] = True
-    table[2, :, 2] = True
-    out = reorder_history(table, torch.tensor([2, 0]), torch.tensor([[1, 1], [0, 1]]))
-    assert out.int().tolist() == [[[0, 1, 1, 0], [0, 1, 1, 0]], [[1, 0, 0, 0], [0, 1, 0, 0]]]
-
-
-def test_per_hypothesis_and_own_weights_follow_the_paths():
-    """Entries numbered by value: hypothesis paths read off by hand."""
-    g, S = 2, 3
-    cached = torch.arange(S * g, dtype=torch.float).view(1, 1, S * g, 1).expand(1, 2, S * g, 3).contiguous()
-    table = torch.zeros(1, g, S * g, dtype=torch.bool)
-    table[0, 0, [0, 3, 4]] = True  # steps 0, 1, 2 through slots 0, 1, 0
-    table[0, 1, [0, 2, 5]] = True  # slots 0, 0, 1
-    rows = per_hypothesis(cached, table)  # (2, h, S, d)
-    assert rows.shape == (2, 2, 3, 3) and rows[:, 0, :, 0].tolist() == [[0, 3, 4], [0, 2, 5]]
-    weights = torch.arange(2 * 2 * 6, dtype=torch.float).view(2, 2, 1, 6)  # (B, h, 1, E)
-    own = own_weights(weights, table[:, None])  # (B, h, 1, S)
-    assert own[0, 0, 0].tolist() == [0, 3, 4] and own[1, 1, 0].tolist() == [18, 20, 23]
-
-
-def test_masked_entries_change_nothing():
-    """Attention over a sentence's entries with the others masked equals attention over the
-    hypothesis's own positions alone (Eq. (1) unchanged)."""
-    from attn_only_plugin.modules.attention import scaled_dot_product_attention
-
-    torch.manual_seed(0)
-    k, v, q = torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 4), torch.randn(1, 2, 2, 4)  # g = 2, 3 steps
-    table = torch.zeros(1, 2, 6, dtype=torch.bool)
-    table[0, 0, [0, 3, 4]] = table[0, 1, [0, 2, 5]] = True
-    for need_weights in (False, True):
-        y, _ = scaled_dot_product_attention(q, k, v, table[:, None], need_weights=need_weights)
-        for j, path in enumerate(([0, 3, 4], [0, 2, 5])):
-            alone, _ = scaled_dot_product_attention(q[:, :, j : j + 1], k[:, :, path], v[:, :, path])
-            assert torch.allclose(y[:, :, j : j + 1], alone, atol=1e-6)
-
-
 def test_a_windowed_cache_keeps_its_last_positions_in_a_bounded_buffer():
     """keep = R + 1 (window.py): the view is the last keep positions, grown in place while the
     buffer has room, and a new buffer takes only those: never more than keep + CACHE_CHUNK."""
@@ -120,8 +52,3 @@ def test_a_windowed_cache_keeps_its_last_positions_in_a_bounded_buffer():
             assert cache.untyped_storage().nbytes() <= 2 * (3 + CACHE_CHUNK) * 3 * 4
             buffers.add(cache.untyped_storage().data_ptr())
     assert len(buffers) <= 4  # a copy of 3 positions every CACHE_CHUNK steps, not one per step
-    table, mask = window_history_mask(None, 1, 2, 4, "cpu")  # beam of 2, keep 2 steps = 4 entries
-    table = reorder_history(table, None, torch.tensor([[1, 1]]))
-    for _ in range(2):
-        table, mask = window_history_mask(table, 1, 2, 4, "cpu")
-    assert mask[0, 0].int().tolist() == [[1, 0, 1, 0], [0, 1, 0, 1]]

@@ -1,19 +1,18 @@
 """modules/decoding_state.py: the one object through which the decoder and its attention keep and
-reorder incremental decoding's keys and values; each layout and reorder against the plain cache
-(one row per hypothesis, grown by torch.cat, reordered by index_select)."""
+reorder incremental decoding's keys and values, against the plain cache (one row per hypothesis,
+grown by torch.cat, reordered by index_select)."""
 
 import torch
 
-from attn_only_plugin.modules.cache import MAX_SHARED_BEAM, per_hypothesis
 from attn_only_plugin.modules.decoding_state import DecodingState
 
 H, D = 2, 3  # heads, d_k = d_v
 
 
-def _begin(state, step, B, rows):
-    memory, pad = torch.zeros(rows, 5, 4), torch.zeros(rows, 5, dtype=torch.bool)  # (B_s, S, d_model), (B_s, S)
+def _begin(state, rows):
+    pad = torch.zeros(rows, 5, dtype=torch.bool)  # (B_s, S)
     pad[0, 0] = True
-    state.begin_step(step, B, memory, pad, torch.float32)
+    state.begin_step(pad, torch.float32)
 
 
 def _decode(state, plain, orders, B, steps):
@@ -26,11 +25,11 @@ def _decode(state, plain, orders, B, steps):
             state.reorder(orders[t])
             plain["k"] = plain["k"].index_select(0, orders[t])
             B = orders[t].numel()
-        _begin(state, t, B, state.entries["0.cross.k"].size(0))
+        _begin(state, state.entries["0.cross.k"].size(0))
         k = torch.randn(B, H, 1, D)  # (B, h, T, d_k): this step's keys
-        keys, _, mask = state.self_attention("0.self", k, k.clone(), None, None)
+        keys, _ = state.self_attention("0.self", k, k.clone(), None)
         plain["k"] = k if "k" not in plain else torch.cat([plain["k"], k], dim=2)
-    return keys, mask
+    return keys
 
 
 def test_one_row_per_hypothesis_is_the_plain_cache_and_reorders_as_index_select():
@@ -38,43 +37,49 @@ def test_one_row_per_hypothesis_is_the_plain_cache_and_reorders_as_index_select(
     cross = torch.randn(4, H, 5, D)  # (B, h, S, d_k): one memory row per hypothesis
     state.entries["0.cross.k"] = state.entries["0.cross.v"] = cross
     orders = {2: torch.tensor([1, 1, 3, 2]), 4: torch.tensor([3, 0])}
-    keys, mask = _decode(state, plain, orders, B=4, steps=6)
-    assert mask is None and "beam.history" not in state.entries
+    keys = _decode(state, plain, orders, B=4, steps=6)
+    assert set(state.entries) == {"0.self.k", "0.self.v", "0.cross.k", "0.cross.v"}  # fairseq's entries, no others
     assert torch.equal(keys, plain["k"]) and torch.equal(state.entries["0.self.v"], plain["k"])
     assert torch.equal(state.entries["0.cross.k"], cross[[1, 1, 3, 2]][[3, 0]])  # memory rows follow
 
 
-def test_beam_shared_cache_reorders_as_index_select_of_the_plain_cache():
-    """2 sentences, beam 2: every entry stays where it was written; each hypothesis's own entries
-    (cache.per_hypothesis) equal the plain cache reordered by index_select, through reorders
-    within the beams and a finished sentence."""
+def test_a_beam_on_shared_memory_rows_reorders_as_index_select_of_the_plain_cache():
+    """2 sentences, beam 2: the encoder-decoder keys stay one row per sentence through reorders
+    within the beams and a finished sentence, and the self-attention keys, one row per
+    hypothesis, equal the plain cache reordered by index_select."""
     state, plain = DecodingState({}), {}
-    state.entries["0.cross.k"] = state.entries["0.cross.v"] = torch.randn(2, H, 5, D)  # (B_s, h, S, d_k)
+    cross = torch.randn(2, H, 5, D)  # (B_s, h, S, d_k)
+    state.entries["0.cross.k"] = state.entries["0.cross.v"] = cross
     orders = {2: torch.tensor([1, 1, 3, 2]), 4: torch.tensor([2, 2])}  # within the beams; then sentence 0 finished
-    keys, mask = _decode(state, plain, orders, B=4, steps=6)
-    assert keys.shape == (1, H, 2 * 6, D) and mask.shape == (1, 1, 2, 12)  # (B_s, h, g t, d), (B_s, 1, g, E)
-    assert state.entries["0.cross.k"].size(0) == 1
-    assert torch.equal(per_hypothesis(keys, state.entries["beam.history"]), plain["k"])
-    assert mask.eq(0).sum(-1).tolist() == [[[6, 6]]]  # each hypothesis sees its own 6 positions
+    keys = _decode(state, plain, orders, B=4, steps=6)
+    assert keys.shape == (2, H, 6, D) and torch.equal(keys, plain["k"])  # (B, h, t, d)
+    assert torch.equal(state.entries["0.cross.k"], cross[1:])  # the second sentence's row, never copied per hypothesis
 
 
-def test_an_order_that_breaks_a_beam_gives_one_row_per_hypothesis():
+def test_an_order_that_breaks_a_beam_gives_one_memory_row_per_hypothesis():
     state, plain = DecodingState({}), {}
-    state.entries["0.cross.k"] = state.entries["0.cross.v"] = torch.randn(2, H, 5, D)
-    keys, mask = _decode(state, plain, {3: torch.tensor([0, 2, 1, 3])}, B=4, steps=5)
-    assert mask is None and "beam.history" not in state.entries and state.entries["0.cross.k"].size(0) == 4
-    assert torch.equal(keys, plain["k"])
+    cross = torch.randn(2, H, 5, D)
+    state.entries["0.cross.k"] = state.entries["0.cross.v"] = cross
+    keys = _decode(state, plain, {3: torch.tensor([0, 2, 1, 3])}, B=4, steps=5)
+    assert torch.equal(state.entries["0.cross.k"], cross[[0, 1, 0, 1]]) and torch.equal(keys, plain["k"])
 
 
-def test_the_beam_shares_only_from_the_first_step_and_up_to_max_shared_beam():
-    for g, shared in ((1, False), (2, True), (MAX_SHARED_BEAM, True), (MAX_SHARED_BEAM + 1, False)):
-        state = DecodingState({})
-        _begin(state, 0, 2 * g, 2)
-        assert (state.history is not None) == shared and state.entries_per_step == (g if shared else 1)
+def test_a_reorder_that_moves_few_hypotheses_copies_them_in_place():
+    """Beam search keeps most hypotheses where they are: only the rows that change are written,
+    into the same buffer (cache.moved_rows); the result is still index_select's."""
+    state, plain = DecodingState({}), {}
+    state.entries["0.cross.k"] = state.entries["0.cross.v"] = torch.randn(1, H, 5, D)  # one sentence, beam 4
+    with torch.no_grad():
+        _decode(state, plain, {}, B=4, steps=3)
+        buffer = state.entries["0.self.k"].data_ptr()
+        keys = _decode(state, plain, {0: torch.tensor([0, 1, 1, 3])}, B=4, steps=1)
+    assert state.entries["0.self.k"].data_ptr() == buffer and torch.equal(keys, plain["k"])
+
+
+def test_the_memory_mask_is_additive_and_made_once_a_step():
     state = DecodingState({})
-    _begin(state, 3, 4, 2)  # a state that did not start shared never becomes so
-    assert state.history is None
-    assert state.memory_mask[0].tolist() == [float("-inf"), 0, 0, 0, 0]  # additive, made once a step
+    _begin(state, 2)
+    assert state.memory_mask[0].tolist() == [float("-inf"), 0, 0, 0, 0]  # (B_s, S): 0 / -inf
 
 
 def test_memory_keys_and_values_are_projected_once():
@@ -90,9 +95,9 @@ def test_memory_keys_and_values_are_projected_once():
 
 
 def test_a_window_keeps_its_last_steps():
-    state = DecodingState({}, window=2)
+    state = DecodingState({})
     for t in range(5):
-        _begin(state, t, 2, 2)
+        _begin(state, 2)
         k = torch.full((2, H, 1, D), float(t))
-        keys, _, _ = state.self_attention("0.self", k, k, None, 2)
+        keys, _ = state.self_attention("0.self", k, k, 2)
     assert keys[0, 0, :, 0].tolist() == [2.0, 3.0, 4.0]  # R + 1 = 3 positions

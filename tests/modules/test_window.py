@@ -43,10 +43,10 @@ def test_padding_and_a_pad_query_sees_itself():
 
 
 def test_positions_of_a_cached_step():
-    q, k = query_key_positions(1, 3, 1, "cpu")  # one row per hypothesis: 3 cached positions
+    q, k = query_key_positions(1, 3, "cpu")  # a decoding step's query after 2 cached positions
     assert q.tolist() == [2] and k.tolist() == [0, 1, 2]
-    q, k = query_key_positions(2, 6, 2, "cpu")  # shared by a beam of 2: 2 entries per step
-    assert q.tolist() == [2, 2] and k.tolist() == [0, 0, 1, 1, 2, 2]
+    q, k = query_key_positions(3, 3, "cpu")  # no cache: T = S
+    assert q.tolist() == [0, 1, 2] and k.tolist() == [0, 1, 2]
 
 
 @pytest.mark.parametrize("causal", [False, True])
