@@ -82,17 +82,13 @@ def read_hypotheses(log: Path, hyps: dict, n: int):
 
 
 def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = False) -> str:
-    from attn_only_plugin.guards.atomic import atomic_output, check_output
-    from attn_only_plugin.guards.errors import PluginError
+    from attn_only_plugin.guards.atomic import atomic_output, check_output_or_exit
     from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
     from attn_only_plugin.parsing.evalb import summary
 
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
     if out is not None:  # the shared rule for outputs (issue 30): never an input, replaced only with --force
-        try:
-            check_output(out, [log, *paths.values()], force)
-        except PluginError as e:
-            raise SystemExit(f"error: {e}") from None
+        check_output_or_exit(out, [log, *paths.values()], force)
 
     def lines(ext):
         if not paths[ext].is_file():

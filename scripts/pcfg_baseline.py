@@ -108,10 +108,7 @@ def baseline(
         raise SystemExit(f"error: --rare {rare}: give a word count, 0 or more")
     inputs = [data / f"{s}.{ext}" for ext in ("words", "tags", "gold") for s in (split, train)]
     if out is not None:  # the shared rule for outputs (issue 30): never an input, replaced only with --force
-        try:
-            atomic.check_output(out, inputs, force)
-        except ValueError as e:  # the stand-in package's PluginError (guards/errors.py: a ValueError)
-            raise SystemExit(f"error: {e}") from None
+        atomic.check_output_or_exit(out, inputs, force)
     words, tags, gold = read_split(data, split)
     start = time.time()
     parser = train_parser(data / f"{train}.gold", vertical, markov, rare)

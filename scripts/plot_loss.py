@@ -76,11 +76,8 @@ def main(argv=None) -> None:
     argv = [arg for arg in argv if arg != "--force"]
     if len(argv) != 2:
         sys.exit("usage: plot_loss.py TRAIN_LOG OUT.png [--force]")
-    try:  # the shared rule for outputs (issue 30), without importing the package (and with it fairseq)
-        _standalone.load("guards/atomic.py").check_output(argv[1], [argv[0]], force, "OUT.png")
-    except ValueError as e:  # the stand-in package's PluginError (guards/errors.py: a ValueError)
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+    # the shared rule for outputs (issue 30), without importing the package (and with it fairseq)
+    _standalone.load("guards/atomic.py").check_output_or_exit(argv[1], [argv[0]], force, "OUT.png")
     series = read_log(Path(argv[0]))
     if not series["train_inner"] and not series["valid"]:
         print(f"error: no training or validation loss lines in {argv[0]}: is it a fairseq-train log?", file=sys.stderr)
