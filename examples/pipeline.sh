@@ -113,20 +113,26 @@ ctranslate2_compare() {  # ctranslate2_compare WORK CHECKPOINT SRC TGT CORPUS SP
       || { tail -3 "$work/ct2-$q.err" >&2; exit 1; }
     "$PY" "$REPO/scripts/sacrebleu_detok.py" "$work/hyp-ct2-$q.$tgt" "$corpus/$split.$tgt" >"$work/bleu-ct2-$q.txt"
   done
-  "$PY" - "$work" "$tgt" <<'PY' | tee "$work/speed.txt"
+  {
+    echo "| decoder (beam 4, alpha 0.6) | sacreBLEU | sentences/s | hypotheses identical to fairseq-generate's |"
+    echo "|---|---|---|---|"
+    speed_row "$work" "$tgt" "fairseq-generate" - bleu.txt generate.err
+    for q in float32 int8; do speed_row "$work" "$tgt" "CTranslate2 $q" "hyp-ct2-$q.$tgt" "bleu-ct2-$q.txt" "ct2-$q.err"; done
+  } | tee "$work/speed.txt"
+}
+
+speed_row() {  # speed_row WORK TGT LABEL HYP|- BLEU_FILE LOG: one row of speed.txt (files in WORK)
+  # sacreBLEU from BLEU_FILE, the last "N sentences/s" in LOG, and how many lines of HYP are
+  # fairseq-generate's (hyp.TGT); - for fairseq-generate's own row.
+  "$PY" - "$@" <<'PY'
 import re, sys
-work, tgt = sys.argv[1:]
-bleu = lambda name: re.search(r"BLEU[^=]*= ([0-9.]+)", open(f"{work}/{name}").read()).group(1)
-hyp = lambda name: open(f"{work}/{name}", encoding="utf-8").read().splitlines()
-gen = re.search(r"Translated ([0-9,]+) sentences .* \(([0-9.]+) sentences/s", open(f"{work}/generate.err").read())
-reference = hyp(f"hyp.{tgt}")
-print("| decoder (beam 4, alpha 0.6) | sacreBLEU | sentences/s | hypotheses identical to fairseq-generate's |")
-print("|---|---|---|---|")
-print(f"| fairseq-generate | {bleu('bleu.txt')} | {gen.group(2)} | |")
-for q in ("float32", "int8"):
-    speed = re.search(r"\(([0-9.]+) sentences/s\)", open(f"{work}/ct2-{q}.err").read()).group(1)
-    same = sum(a == b for a, b in zip(hyp(f"hyp-ct2-{q}.{tgt}"), reference))
-    print(f"| CTranslate2 {q} | {bleu(f'bleu-ct2-{q}.txt')} | {speed} | {same} of {len(reference)} |")
+work, tgt, label, hyp, bleu, log = sys.argv[1:]
+lines = lambda name: open(f"{work}/{name}", encoding="utf-8").read().splitlines()
+score = re.search(r"BLEU[^=]*= ([0-9.]+)", open(f"{work}/{bleu}").read()).group(1)
+speed = re.findall(r"([0-9.]+) sentences/s", open(f"{work}/{log}").read())[-1]
+reference = lines(f"hyp.{tgt}")
+same = "" if hyp == "-" else f"{sum(a == b for a, b in zip(lines(hyp), reference))} of {len(reference)}"
+print(f"| {label} | {score} | {speed} | {same}".rstrip() + " |")
 PY
 }
 
@@ -169,16 +175,8 @@ os.replace(out + ".tmp", out)
 print(f"[translate] {len(lines)} sentences in {seconds:.1f} s ({len(lines) / seconds:.1f} sentences/s)", file=sys.stderr)
 PY
   "$PY" "$REPO/scripts/sacrebleu_detok.py" "$work/hyp-hf.$tgt" "$corpus/$split.$tgt" >"$work/bleu-hf.txt"
-  "$PY" - "$work" "$tgt" <<'PY' | tee -a "$work/speed.txt"
-import re, sys
-work, tgt = sys.argv[1:]
-hyp = lambda name: open(f"{work}/{name}", encoding="utf-8").read().splitlines()
-bleu = re.search(r"BLEU[^=]*= ([0-9.]+)", open(f"{work}/bleu-hf.txt").read()).group(1)
-speed = re.findall(r"\(([0-9.]+) sentences/s\)", open(f"{work}/hf.err").read())[-1]
-reference = hyp(f"hyp.{tgt}")
-same = sum(a == b for a, b in zip(hyp(f"hyp-hf.{tgt}"), reference))
-print(f"| transformers MarianMTModel, generate() | {bleu} | {speed} | {same} of {len(reference)} |")
-PY
+  speed_row "$work" "$tgt" "transformers MarianMTModel, generate()" "hyp-hf.$tgt" bleu-hf.txt hf.err \
+    | tee -a "$work/speed.txt"
 }
 
 train_paper() {  # train_paper WORK ARCH MAX_UPDATE SAVE_EVERY KEEP [extra fairseq-train flags]
