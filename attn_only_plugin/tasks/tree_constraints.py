@@ -1,6 +1,8 @@
 """`--constrain-trees` for section 6.3's parsing task (tasks/constituency_parsing.py): beam search
 that extends a hypothesis only with tokens that keep it a well-formed tree over exactly the input
-words. Not in the paper (see the task's docstring for why).
+words, so every output delinearizes without repair. Not in the paper (the task's docstring
+says how it departs). The word slots' token is read off the target dictionary (``XX`` or the
+words themselves). Allowed:
 
 - a word slot only while fewer slots than source words have been written: ``XX`` in Vinyals et
   al.'s linearization; in the copy linearization (prepare_ptb.py --target-words) exactly the next
@@ -10,15 +12,6 @@ words. Not in the paper (see the task's docstring for why).
 - a closing bracket only as ``)L`` for the innermost open ``(L``, never right after it (no empty
   constituent), and for the outermost bracket only once every word is placed;
 - end of sentence only after the outermost bracket has closed; nothing after it.
-
-The linearization is read off the target dictionary, so no flag says it: a dictionary with ``XX``
-is Vinyals et al.'s, one without ``XX`` but with brackets ``(L`` / ``)L`` the copy one (a joined
-source/target dictionary, fairseq-preprocess --joined-dictionary, works for both).
-
-So every constrained output delinearizes without repair. This departs from the paper, which is
-silent on malformed output (Vinyals et al. 2015 report 0.8-1.5% malformed trees on 40K training
-sentences and fix them afterwards); without the flag the task decodes exactly as
-`translation_paper` and parsing/linearize.py's `repair` fixes what comes out.
 
 `TreeConstraints.allowed` states the rule for one hypothesis, reading its prefix token by token;
 `TreeConstraints.mask` is the speed path beside it: the same rule for every hypothesis of a step
