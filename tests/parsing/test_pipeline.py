@@ -136,7 +136,7 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
         SPLIT="train=1-20 valid=21-22 test=170-170",
         SMALL="1",
         UPDATES="4",
-        BEAM="21",  # SMALL=1's beam is 84; a narrower one keeps this run short
+        BEAM="21",  # SMALL=1's beam is 168; a narrower one keeps this run short
         SAVE_EVERY="1",
         WORK=str(tmp_path),
     )
