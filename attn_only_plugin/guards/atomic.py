@@ -113,6 +113,8 @@ def check_output(output, inputs, force: bool = False, flag: str = "--out") -> No
         )
     if os.path.lexists(output) and not force and not empty_folder(output):
         raise PluginError(f"{flag} {output} already exists: pass --force to replace it, or choose another {flag}")
+
+
 def check_output_or_exit(output, inputs, force: bool = False, flag: str = "--out") -> None:
     """check_output for a script's main(): its refusal as one `error:` line on stderr and exit
     status 1 (SystemExit), the way every script reports bad input."""
@@ -120,5 +122,3 @@ def check_output_or_exit(output, inputs, force: bool = False, flag: str = "--out
         check_output(output, inputs, force, flag)
     except PluginError as e:
         raise SystemExit(f"error: {e}") from None
-
-
