@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import attn_only_plugin  # noqa: E402,F401  (safe loading allow-list, registration)
 from attn_only_plugin.export.fairseq import fairseq_to_ours, ours_to_fairseq  # noqa: E402
-from attn_only_plugin.guards.atomic import atomic_output, check_output  # noqa: E402
+from attn_only_plugin.guards.atomic import atomic_output, check_output_or_exit  # noqa: E402
 from attn_only_plugin.guards.errors import PluginError  # noqa: E402
 from attn_only_plugin.guards.safe_load import load_checkpoint  # noqa: E402
 
@@ -188,10 +188,7 @@ def main(argv=None) -> None:
     p.add_argument("output", type=Path)
     p.add_argument("--force", action="store_true", help="replace an existing output")
     a = p.parse_args(argv)
-    try:
-        check_output(a.output, [a.input], a.force, "OUTPUT")
-    except PluginError as e:
-        raise SystemExit(f"error: {e}") from None
+    check_output_or_exit(a.output, [a.input], a.force, "OUTPUT")
     if not a.output.resolve().parent.is_dir():
         raise SystemExit(
             f"error: the folder of {a.output} does not exist: create it first, or choose another output path"

@@ -17,7 +17,7 @@ words themselves). Allowed:
 `TreeConstraints.mask` is the speed path beside it: the same rule for every hypothesis of a step
 at once, from tensors (bracket depth by a cumulative sum, the innermost open bracket by the last
 open at the current depth), tested equal to `allowed` on random prefixes. It keeps the
-per-step cost of wide beams (section 6.3's 21, the sample's 84) in torch rather than in a Python
+per-step cost of wide beams (section 6.3's 21, the sample's 168) in torch rather than in a Python
 loop over every hypothesis and every token of its prefix.
 
 Layout: a step's hypotheses are H = B x beam rows; prefixes (H, 1 + t) start with the BOS/EOS
