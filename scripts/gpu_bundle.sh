@@ -11,14 +11,13 @@
 #   python3 scripts/benchmark.py --preset big --device cuda --amp --updates 20 --out $OUT/big.json
 #
 # CTranslate2 (the benchmark's CTranslate2 columns, scripts/translate_ctranslate2.py): its wheel for
-# PYTHON_VERSION (CPU and CUDA, ~43 MB) goes into .gpu_bundle_ct2/, beside the bundle because both
-# together pass the device tool's 64 MiB per call: carry [".gpu_bundle_ct2"] in a second call on
-# the same warm machine (the first call's .gpu_bundle stays there) and unpack it into the bundle:
+# PYTHON_VERSION (CPU and CUDA, ~43 MB) goes into .gpu_bundle_ct2/; carry both folders (~51 MB with
+# the working tree, under the device tool's 64 MiB a call) and unpack it into the bundle there:
 #   python3 -m zipfile -e .gpu_bundle_ct2/ctranslate2-*.whl .gpu_bundle/site
 # Untested on a GPU so far (none was lent while this was written).
 #
-# What goes in .gpu_bundle/site (ignored by git; ~25 MB): fairseq's Python sources from this
-# checkout's .venv without its compiled extensions (the benchmark builds models and runs
+# What goes in .gpu_bundle/site (ignored by git; ~8 MB): fairseq's Python sources from this
+# checkout's .venv without its compiled extensions and its examples/ (the benchmark builds models and runs
 # SequenceGenerator; only fairseq-train's batching and fairseq-score's BLEU need the extensions),
 # the pure-Python hydra, omegaconf and antlr4 packages from the same .venv, and bitarray's wheel for
 # PYTHON_VERSION from PyPI. Checked here by running the tiny benchmark with PYTHONPATH on this
@@ -42,6 +41,10 @@ for pkg in fairseq hydra omegaconf antlr4; do
   cp -r "$SITE/$pkg" "$OUT.tmp/site/"
 done
 find "$OUT.tmp/site" \( -name "*.so" -o -name "__pycache__" \) -prune -exec rm -rf {} +
+# fairseq/examples (15 of fairseq's 18 MB) is the research projects' code, which fairseq's import
+# never loads (its speech tasks import a top-level `examples`, only when used): without it the
+# bundle and the CTranslate2 wheel fit in one device call (64 MiB)
+rm -rf "$OUT.tmp/site/fairseq/examples"
 
 echo "[gpu_bundle] bitarray $BITARRAY for Python $PY_VERSION (manylinux x86-64) from PyPI" >&2
 "$VENV/bin/python" -m pip install -q --no-deps --only-binary=:all: --target "$OUT.tmp/site" \
