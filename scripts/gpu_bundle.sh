@@ -14,7 +14,8 @@
 # PYTHON_VERSION (CPU and CUDA, ~43 MB) goes into .gpu_bundle_ct2/; carry both folders (~51 MB with
 # the working tree, under the device tool's 64 MiB a call) and unpack it into the bundle there:
 #   python3 -m zipfile -e .gpu_bundle_ct2/ctranslate2-*.whl .gpu_bundle/site
-# Untested on a GPU so far (none was lent while this was written).
+# On the H100 lent on 2026-11-26 the bundle ran the benchmark (docs/speed.md, "GPUs"); CTranslate2's
+# CUDA build did not load there (it needs CUDA 12's libcublas.so.12; that machine had CUDA 13's).
 #
 # What goes in .gpu_bundle/site (ignored by git; ~8 MB): fairseq's Python sources from this
 # checkout's .venv without its compiled extensions and its examples/ (the benchmark builds models and runs
