@@ -7,6 +7,11 @@
 #   bash scripts/gpu_bundle.sh                  # here, once: .gpu_bundle/ and .gpu_bundle_ct2/
 #   bash scripts/gpu_benchmark.sh OUT           # there (carry .gpu_bundle and .gpu_bundle_ct2)
 #
+# With DATA_BIN set to a translation data-bin (e.g. the quickstart's work/quickstart/data-bin, copied
+# into an ignored folder of the repo and carried), it first runs the real CLIs there: fairseq-train
+# --fp16 of transformer_big, ours and the built-in (transformer_vaswani_wmt_en_de_big) with each one's
+# recipe, UPDATES (200) updates of --max-tokens 8192, then fairseq-generate --fp16 with ours's
+# checkpoint; words/s from fairseq's own train_inner lines.
 # On a GPU machine where `bash scripts/install.sh` ran (fairseq and ctranslate2 installed), the
 # bundles are not needed. LIMIT (seconds, default 200) bounds each measurement.
 set -uo pipefail
@@ -29,6 +34,25 @@ measure() {  # measure NAME ARGS...: one benchmark run, its table on stdout and 
     >"$out/$name.log" 2>&1
   echo "rc $?"; grep -v -i -E "warning|_canonical_mask|tensorboardX|^\[benchmark\]" "$out/$name.log" | tail -n 25
 }
+if [ -n "${DATA_BIN:-}" ]; then
+  cli=("$DATA_BIN" --max-tokens 8192 --max-update "${UPDATES:-200}" --fp16 --log-format simple --log-interval 25 --seed 1
+       --disable-validation --num-workers 0 --no-epoch-checkpoints)
+  echo "== fairseq-train --user-dir attn_only_plugin --arch transformer_big --fp16"
+  timeout "${LIMIT:-200}" python3 -m fairseq_cli.train "${cli[@]}" --user-dir attn_only_plugin --arch transformer_big \
+    --criterion paper_label_smoothed_ce --label-smoothing 0.1 --optimizer paper_adam --lr-scheduler noam \
+    --warmup-updates 4000 --save-dir /tmp/gpu_benchmark_ours >"$out/train_ours.log" 2>&1
+  echo "rc $?"; grep -E "train_inner|done training|rror" "$out/train_ours.log" | cut -c 1-200
+  echo "== fairseq-train --arch transformer_vaswani_wmt_en_de_big --fp16 (the built-in)"
+  timeout "${LIMIT:-200}" python3 -m fairseq_cli.train "${cli[@]}" --arch transformer_vaswani_wmt_en_de_big \
+    --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --optimizer adam --adam-betas "(0.9, 0.98)" \
+    --adam-eps 1e-9 --lr 0.0005 --lr-scheduler inverse_sqrt --warmup-updates 4000 --no-save >"$out/train_builtin.log" 2>&1
+  echo "rc $?"; grep -E "train_inner|done training|rror" "$out/train_builtin.log" | cut -c 1-200
+  echo "== fairseq-generate --fp16 --beam 4 --lenpen 0.6 (ours's checkpoint)"
+  timeout "${LIMIT:-200}" python3 -m fairseq_cli.generate "$DATA_BIN" --user-dir attn_only_plugin --gen-subset test \
+    --path /tmp/gpu_benchmark_ours/checkpoint_last.pt --beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 \
+    --batch-size 128 --fp16 >"$out/generate.log" 2>"$out/generate.err"
+  echo "rc $?"; grep "Translated" "$out/generate.err"
+fi
 measure big_random --updates 20 --no-ctranslate2
 measure big_sorted --updates 20 --batching sorted --no-ctranslate2
 measure big_random_bs1024 --parts training --updates 10 --batch-size 1024 --no-ctranslate2  # ~20k tokens a step

@@ -17,9 +17,10 @@
 # On the H100 lent on 2026-11-26 the bundle ran the benchmark (docs/speed.md, "GPUs"); CTranslate2's
 # CUDA build did not load there (it needs CUDA 12's libcublas.so.12; that machine had CUDA 13's).
 #
-# What goes in .gpu_bundle/site (ignored by git; ~8 MB): fairseq's Python sources from this
-# checkout's .venv without its compiled extensions and its examples/ (the benchmark builds models and runs
-# SequenceGenerator; only fairseq-train's batching and fairseq-score's BLEU need the extensions),
+# What goes in .gpu_bundle/site (ignored by git; ~12 MB): fairseq-fixed's wheel for PYTHON_VERSION
+# from PyPI (the same version as this .venv's) without its examples/ and its torch-bound C++
+# extensions, with fairseq_cli (so `python3 -m fairseq_cli.train` runs there); where PyPI has no such
+# wheel, this .venv's fairseq sources without compiled extensions (enough for the benchmark),
 # the pure-Python hydra, omegaconf and antlr4 packages from the same .venv, and bitarray's wheel for
 # PYTHON_VERSION from PyPI. Checked here by running the tiny benchmark with PYTHONPATH on this
 # bundle in a venv that has none of those packages (see docs/speed.md, "GPUs").
@@ -36,12 +37,28 @@ if [ -z "$SITE" ] || [ ! -d "$SITE/fairseq" ]; then
 fi
 BITARRAY="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("bitarray"))')"
 
-echo "[gpu_bundle] copying fairseq (no compiled extensions), hydra, omegaconf, antlr4 from $SITE" >&2
+FAIRSEQ="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("fairseq-fixed"))')"
 rm -rf "$OUT.tmp" && mkdir -p "$OUT.tmp/site"
-for pkg in fairseq hydra omegaconf antlr4; do
+echo "[gpu_bundle] fairseq-fixed $FAIRSEQ wheel for Python $PY_VERSION (manylinux x86-64) from PyPI" >&2
+if "$VENV/bin/python" -m pip download -q --no-deps --only-binary=:all: -d "$OUT.tmp/wheel" \
+    --python-version "$PY_VERSION" --implementation cp --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 "fairseq-fixed==$FAIRSEQ"; then
+  # its Cython and C extensions (batching, token blocks, BLEU) make fairseq-train and -generate run
+  # there; the C++ ones built against the wheel's torch (libbase, libnat, the alignment binding) would
+  # not load on another torch, and nothing here imports them
+  "$VENV/bin/python" -m zipfile -e "$OUT.tmp/wheel"/fairseq_fixed-*.whl "$OUT.tmp/site"
+  rm -rf "$OUT.tmp/wheel" "$OUT.tmp/site"/*.dist-info "$OUT.tmp/site"/alignment_train_cpu_binding*.so \
+         "$OUT.tmp/site"/fairseq/libbase*.so "$OUT.tmp/site"/fairseq/libnat*.so
+else  # no wheel for that Python: the sources of this .venv, without compiled extensions (the benchmark needs none)
+  echo "[gpu_bundle] no such wheel: fairseq's Python sources from $SITE instead (the benchmark runs; fairseq-train does not)" >&2
+  cp -r "$SITE/fairseq" "$SITE/fairseq_cli" "$OUT.tmp/site/"
+  find "$OUT.tmp/site" -name "*.so" -delete
+fi
+echo "[gpu_bundle] hydra, omegaconf, antlr4 (pure Python) from $SITE" >&2
+for pkg in hydra omegaconf antlr4; do
   cp -r "$SITE/$pkg" "$OUT.tmp/site/"
 done
-find "$OUT.tmp/site" \( -name "*.so" -o -name "__pycache__" \) -prune -exec rm -rf {} +
+find "$OUT.tmp/site" -name "__pycache__" -prune -exec rm -rf {} +
 # fairseq/examples (15 of fairseq's 18 MB) is the research projects' code, which fairseq's import
 # never loads (its speech tasks import a top-level `examples`, only when used): without it the
 # bundle and the CTranslate2 wheel fit in one device call (64 MiB)
