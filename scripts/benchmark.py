@@ -10,7 +10,7 @@ step and beam-4 sentences/s, ours against the built-in (JSON with --out).
 Both models get identical sizes, weights and batches, and take turns (shared and virtual
 machines drift in speed by 10-30% within minutes, which one-after-the-other runs read as a
 difference between the models). Each measurement is its own module in scripts/benchmarks/,
-readable alone: common.py (the two models, the batches: --batching random or sorted, the turns),
+readable alone: common.py (the two models, the batches: --batching random, sorted or fresh, the turns),
 training.py (tokens/s, model FLOP/s and MFU, each model on its recipe's optimizer or
 --optimizer's), memory.py (peak memory, a fresh process per model; --checkpoint-activations),
 generation.py (beam 4 with fairseq's SequenceGenerator, identical hypotheses, and the CTranslate2
@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # training_flops.py and benchmarks/ beside this file
 
-from benchmarks.common import BATCH_SIZE, PRESETS, SPEED_PATHS, make_batches, pad_share  # noqa: E402,F401
+from benchmarks.common import BATCH_SIZE, FRESH_SHAPES, PRESETS, SPEED_PATHS, make_batches, pad_share  # noqa: E402,F401
 from benchmarks.generation import generation, importable  # noqa: E402
 from benchmarks.memory import train_memory  # noqa: E402
 from benchmarks.processes import WorkerError, in_process  # noqa: E402
@@ -41,8 +41,9 @@ from benchmarks.report import table  # noqa: E402
 from benchmarks.training import model_flops, optimizer_for, peak_tflops, train_speed  # noqa: E402,F401
 
 
-def check_settings(updates, warmup, repeats, batch_size=None, n_gen=None, peak=None) -> None:
-    """Refuse counts that measure nothing (or divide by zero) before any process starts."""
+def check_settings(updates, warmup, repeats, batch_size=None, n_gen=None, peak=None, batching="random") -> None:
+    """Refuse counts that measure nothing (or divide by zero), or more fresh shapes than there
+    are, before any process starts."""
     for flag, value, least in (
         ("--updates", updates, 1),
         ("--warmup", warmup, 0),
@@ -55,6 +56,12 @@ def check_settings(updates, warmup, repeats, batch_size=None, n_gen=None, peak=N
                 f"{flag} must be >= {least}, got {value}"
                 + (": leave it out for the preset's" if flag in ("--batch-size", "--generate") else "")
             )
+    steps = 2 * (warmup + repeats * updates)  # each model its own shapes
+    if batching == "fresh" and steps > len(FRESH_SHAPES):
+        raise ValueError(
+            f"--batching fresh has {len(FRESH_SHAPES)} batch shapes and 2 x (--warmup + --repeats x --updates) = "
+            f"{steps} steps would need more: fewer --updates or --repeats"
+        )
     if peak is not None and not peak > 0:
         raise ValueError(f"--peak-tflops must be > 0, got {peak}: leave it out when the device's peak is not known")
 
@@ -78,7 +85,7 @@ def run(
 ):
     """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches;
     ours without the speed paths named in `without` (SPEED_PATHS), to measure what each buys."""
-    check_settings(updates, warmup, repeats, batch_size, n_gen, peak)
+    check_settings(updates, warmup, repeats, batch_size, n_gen, peak, batching)
     shape = dict(PRESETS[preset], without=sorted(without)) if without else PRESETS[preset]
     batch_size = BATCH_SIZE[preset] if batch_size is None else batch_size
     n_gen = 2 * batch_size if n_gen is None else n_gen
@@ -180,10 +187,11 @@ def main(argv=None) -> None:
     )
     p.add_argument(
         "--batching",
-        choices=["random", "sorted"],
+        choices=["random", "sorted", "fresh"],
         default="random",
         help="random: lengths drawn per sentence; sorted: one source length per batch, as "
-        "fairseq's length-sorted batching gives (default: random)",
+        "fairseq's length-sorted batching gives; fresh: sorted, but a shape not seen before at every "
+        "training step, as in fairseq-train's first epoch (default: random)",
     )
     p.add_argument(
         "--peak-tflops", type=float, help="the device's peak rate for MFU (default: the data sheet's, for known GPUs)"
@@ -216,7 +224,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
     try:
-        check_settings(a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.peak_tflops)
+        check_settings(a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.peak_tflops, a.batching)
     except ValueError as e:
         sys.exit(f"error: {e}")
     import attn_only_plugin  # noqa: F401  (its one-line errors here too, as in the measuring processes)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docs/speed.md, "GPUs": transformer_big (Table 3 "big") in fp16 against fairseq's built-in on one
-# GPU: training on random and on sorted batches of 256 and of 1024 sentences, beam-4 generation,
+# GPU: training on random, sorted and fresh batches (256 and 1024 sentences), beam-4 generation,
 # then CTranslate2's float16 and int8_float16 generation if its CUDA build runs there. Each measurement is a separate process with
 # its own time limit, so one that fails leaves the others' tables; every table and JSON goes to OUT.
 #
@@ -55,6 +55,7 @@ if [ -n "${DATA_BIN:-}" ]; then
 fi
 measure big_random --updates 20 --no-ctranslate2
 measure big_sorted --updates 20 --batching sorted --no-ctranslate2
+measure big_fresh --updates 10 --batching fresh --parts training  # every step a new shape: fairseq-train's first epoch
 measure big_random_bs1024 --parts training --updates 10 --batch-size 1024 --no-ctranslate2  # ~20k tokens a step
 measure big_sorted_bs1024 --parts training --updates 10 --batch-size 1024 --batching sorted --no-ctranslate2
 if [ -n "$ct2_site" ]; then

@@ -92,10 +92,24 @@ def build_pair(shape, seed=0):
     return theirs, ours, d
 
 
+# "fresh" batches' (source, target) lengths: sources of 10-30 words, targets within 25% of them
+FRESH_SHAPES = [(n, m) for n in range(10, 31) for m in range(n - n // 4, n + n // 4 + 1)]
+
+
+def fresh_shapes(n_batches, g):
+    """n_batches different (source, target) lengths of FRESH_SHAPES, in a random order."""
+    import torch
+
+    if n_batches > len(FRESH_SHAPES):
+        raise ValueError(f"fresh batching has {len(FRESH_SHAPES)} shapes, {n_batches} asked")
+    return [FRESH_SHAPES[i] for i in torch.randperm(len(FRESH_SHAPES), generator=g)[:n_batches].tolist()]
+
+
 def make_batches(d, n_batches, batch_size, seed=1, batching="random"):
     """Sentences of 10-30 words. "random": lengths drawn per sentence, the target is the reversed
     source; "sorted" (what fairseq's length-sorted batching gives): one source length per batch,
-    targets of that length +-25%."""
+    targets of that length +-25%; "fresh": like sorted, but every batch of a shape (source and
+    target length) that no other batch has, as in the first epoch of fairseq-train."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -103,9 +117,15 @@ def make_batches(d, n_batches, batch_size, seed=1, batching="random"):
     def words(n):
         return torch.randint(d.nspecial, len(d), (n,), generator=g)
 
+    shapes = fresh_shapes(n_batches, g) if batching == "fresh" else None
     batches = []
-    for _ in range(n_batches):
-        if batching == "sorted":
+    for i in range(n_batches):
+        if shapes:
+            n, m = shapes[i]  # the longest target has m words, the others within 25% of n (as sorted)
+            lengths = torch.randint(n - n // 4, m + 1, (batch_size,), generator=g).clamp(max=m)
+            lengths[0] = m
+            sources, targets = [words(n) for _ in range(batch_size)], [words(int(k)) for k in lengths]
+        elif batching == "sorted":
             n = int(torch.randint(10, 31, (), generator=g))
             sources = [words(n) for _ in range(batch_size)]
             targets = [words(n + int(torch.randint(-(n // 4), n // 4 + 1, (), generator=g))) for _ in range(batch_size)]
@@ -133,9 +153,9 @@ def pad_share(batches, pad):
     }
 
 
-def device_batches(d, device, batch_size, batching):
-    """The 4 training batches that each step cycles through, on the device."""
-    return [{k: v.to(device) for k, v in b.items()} for b in make_batches(d, 4, batch_size, batching=batching)]
+def device_batches(d, device, batch_size, batching, n=4, seed=1):
+    """The n training batches that the steps go through (4, cycled; "fresh": one per step), on the device."""
+    return [{k: v.to(device) for k, v in b.items()} for b in make_batches(d, n, batch_size, seed, batching)]
 
 
 def synchronizer(device):

@@ -92,6 +92,17 @@ def trainer(model, device, amp, pad, optimizer):
     return step
 
 
+def step_batches(d, device, batch_size, batching, n_steps):
+    """Each model's batch for each of n_steps steps: the same 4 batches cycled for both, or with
+    "fresh" batching a new shape at every step, and other shapes for each model (so that neither
+    finds the shapes the other has just run in the per-shape caches of cuBLAS and cuDNN)."""
+    if batching != "fresh":
+        cycle = device_batches(d, device, batch_size, batching)
+        return dict.fromkeys(("fairseq", "ours"), [cycle[i % len(cycle)] for i in range(n_steps)])
+    both = device_batches(d, device, batch_size, batching, n=2 * n_steps)
+    return {"fairseq": both[0::2], "ours": both[1::2]}
+
+
 def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batching, optimizer):
     """Runs in its own process: both models train side by side, taking turns step by step on the
     same batch (who goes first alternates), so that a machine whose speed drifts slows both alike.
@@ -102,29 +113,30 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
         name: trainer(m.to(device).train(), device, amp, d.pad(), optimizer_for(name, optimizer))
         for name, m in models.items()
     }
-    batches = device_batches(d, device, batch_size, batching)
+    batches = step_batches(d, device, batch_size, batching, warmup + repeats * updates)
     sync = synchronizer(device)
     for i in range(warmup):
-        for step in steps.values():
-            step(batches[i % len(batches)])
+        for name, step in steps.items():
+            step(batches[name][i])
     seconds = {name: [0.0] * repeats for name in steps}
+    tokens, flops = ({name: [0] * repeats for name in steps} for _ in range(2))
     in_optimizer = dict.fromkeys(steps, 0.0)
     for r in range(repeats):
         for i in range(updates):
             for name in rotation(["fairseq", "ours"], r + i):
+                b = batches[name][warmup + r * updates + i]
                 sync()
                 t = time.perf_counter()
-                in_optimizer[name] += steps[name](batches[i % len(batches)])
+                in_optimizer[name] += steps[name](b)
                 sync()
                 seconds[name][r] += time.perf_counter() - t
-    tokens = sum(int(batches[i % len(batches)]["tgt"].ne(d.pad()).sum()) for i in range(updates))
-    flops = sum(model_flops(batches[i % len(batches)], shape, d.pad()) for i in range(updates))
-    pads = pad_share(batches, d.pad())
+                tokens[name][r] += int(b["tgt"].ne(d.pad()).sum())
+                flops[name][r] += model_flops(b, shape, d.pad())
     return {
         name: dict(
-            tokens_per_s_per_repeat=[tokens / s for s in secs],
-            flops_per_s_per_repeat=[flops / s for s in secs],
-            pad_share=pads,
+            tokens_per_s_per_repeat=[n / s for n, s in zip(tokens[name], secs, strict=True)],
+            flops_per_s_per_repeat=[f / s for f, s in zip(flops[name], secs, strict=True)],
+            pad_share=pad_share(batches[name], d.pad()),
             step_ms=1e3 * sum(secs) / (repeats * updates),
             optimizer_ms=1e3 * in_optimizer[name] / (repeats * updates),
         )

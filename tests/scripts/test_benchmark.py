@@ -192,6 +192,24 @@ def test_batches_follow_fairseq_layout(script):
     assert sorted_pads["src"] == 0 and 0.05 < sorted_pads["tgt"] < 0.3 and random_pads["src"] > 0.15
 
 
+def test_fresh_batches_never_repeat_a_shape(script):
+    """--batching fresh: every batch of its own (source, target) shape, in fairseq's layout with no
+    source pads, and each model's steps on shapes the other model's never had."""
+    from helpers import make_dictionary
+
+    bench, d = script("benchmark"), make_dictionary(50)
+    batches = bench.make_batches(d, 40, 4, batching="fresh")
+    shapes = [(b["src"].shape, b["tgt"].shape) for b in batches]
+    assert len(set(shapes)) == 40 and all(b["src"].ne(d.pad()).all() for b in batches)
+    from benchmarks.training import step_batches
+
+    per_model = step_batches(d, "cpu", 4, "fresh", 10)
+    ours, theirs = ({(b["src"].shape, b["tgt"].shape) for b in per_model[m]} for m in ("ours", "fairseq"))
+    assert len(ours) == len(theirs) == 10 and not ours & theirs
+    cycled = step_batches(d, "cpu", 4, "sorted", 10)
+    assert cycled["ours"] is cycled["fairseq"] and cycled["ours"][4] is cycled["ours"][0]
+
+
 def test_benchmark_needs_no_compiled_fairseq(tmp_path):
     """scripts/gpu_bundle.sh carries fairseq's Python sources without its compiled extensions to
     the GPU machine: the benchmark, training (fairseq's `adam` included) and generation, must run
@@ -251,6 +269,11 @@ def test_counts_that_measure_nothing_are_refused_up_front(cli, script):
         (
             ["--peak-tflops", "0"],
             "--peak-tflops must be > 0, got 0.0: leave it out when the device's peak is not known",
+        ),
+        (
+            ["--batching", "fresh", "--updates", "40"],
+            "--batching fresh has 215 batch shapes and 2 x (--warmup + --repeats x --updates) = 244 steps "
+            "would need more: fewer --updates or --repeats",
         ),
     ]:
         with pytest.raises(SystemExit, match=f"^error: {re.escape(message)}$"):
