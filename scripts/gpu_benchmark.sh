@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # docs/speed.md, "GPUs": transformer_big (Table 3 "big") in fp16 against fairseq's built-in on one
 # GPU: training on random, sorted and fresh batches (256 and 1024 sentences), beam-4 generation,
-# then CTranslate2's float16 and int8_float16 generation if its CUDA build runs there. Each measurement is a separate process with
-# its own time limit, so one that fails leaves the others' tables; every table and JSON goes to OUT.
+# then CTranslate2's float16 and int8_float16 generation if its CUDA build runs there. Each
+# measurement is a separate process with its own time limit, so one that fails leaves the others'
+# tables; every table, log and JSON goes to OUT. Exits 1 if any measurement failed.
 #
 #   bash scripts/gpu_bundle.sh                  # here, once: .gpu_bundle/ and .gpu_bundle_ct2/
 #   bash scripts/gpu_benchmark.sh OUT           # there (carry .gpu_bundle and .gpu_bundle_ct2)
@@ -16,10 +17,29 @@
 # bundles are not needed. LIMIT (seconds, default 200) bounds each measurement.
 set -uo pipefail
 out="${1:?usage: bash scripts/gpu_benchmark.sh OUT_FOLDER}"
-mkdir -p "$out"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PYTHONUNBUFFERED=1
 [ -d .gpu_bundle/site ] && export PYTHONPATH="$PWD/.gpu_bundle/site:$PWD"
+if ! python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+  echo "error: python3 here has no torch with a usable CUDA GPU: run this on the GPU machine" \
+       "(on a CPU: python scripts/benchmark.py --preset cpu, docs/speed.md)" >&2
+  exit 1
+fi
+mkdir -p "$out"
+failed=0
+step() {  # step NAME COMMAND...: COMMAND with the time limit, its output in OUT/NAME.log; counts a failure
+  local name=$1; shift
+  timeout "${LIMIT:-200}" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  [ "$rc" = 0 ] || failed=$((failed + 1))
+  echo "rc $rc"
+}
+measure() {  # measure NAME ARGS...: one benchmark run; its table on stdout
+  local name=$1; shift
+  echo "== $name: scripts/benchmark.py --preset big --device cuda --amp $*"
+  step "$name" python3 scripts/benchmark.py --preset big --device cuda --amp "$@" --out "$out/$name.json"
+  grep -v -i -E "warning|_canonical_mask|tensorboardX|^\[benchmark\]" "$out/$name.log" | tail -n 25
+}
 ct2_site=""
 if ls .gpu_bundle_ct2/ctranslate2-*.whl >/dev/null 2>&1; then  # kept apart: only the last run needs it
   ct2_site=/tmp/gpu_benchmark_ct2 && rm -rf "$ct2_site" && python3 -m zipfile -e .gpu_bundle_ct2/ctranslate2-*.whl "$ct2_site"
@@ -27,31 +47,25 @@ fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
   python3 -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, torch.cuda.get_device_name())"
   git log -1 --format='commit %h %cd' 2>/dev/null; } 2>&1 | tee "$out/machine.txt"
-measure() {  # measure NAME ARGS...: one benchmark run, its table on stdout and in OUT/NAME.log
-  local name=$1; shift
-  echo "== $name: scripts/benchmark.py --preset big --device cuda --amp $*"
-  timeout "${LIMIT:-200}" python3 scripts/benchmark.py --preset big --device cuda --amp "$@" --out "$out/$name.json" \
-    >"$out/$name.log" 2>&1
-  echo "rc $?"; grep -v -i -E "warning|_canonical_mask|tensorboardX|^\[benchmark\]" "$out/$name.log" | tail -n 25
-}
+
 if [ -n "${DATA_BIN:-}" ]; then
   cli=("$DATA_BIN" --max-tokens 8192 --max-update "${UPDATES:-200}" --fp16 --log-format simple --log-interval 25 --seed 1
        --disable-validation --num-workers 0 --no-epoch-checkpoints)
   echo "== fairseq-train --user-dir attn_only_plugin --arch transformer_big --fp16"
-  timeout "${LIMIT:-200}" python3 -m fairseq_cli.train "${cli[@]}" --user-dir attn_only_plugin --arch transformer_big \
+  step train_ours python3 -m fairseq_cli.train "${cli[@]}" --user-dir attn_only_plugin --arch transformer_big \
     --criterion paper_label_smoothed_ce --label-smoothing 0.1 --optimizer paper_adam --lr-scheduler noam \
-    --warmup-updates 4000 --save-dir /tmp/gpu_benchmark_ours >"$out/train_ours.log" 2>&1
-  echo "rc $?"; grep -E "train_inner|done training|rror" "$out/train_ours.log" | cut -c 1-200
+    --warmup-updates 4000 --save-dir /tmp/gpu_benchmark_ours
+  grep -E "train_inner|done training|rror" "$out/train_ours.log" | cut -c 1-200
   echo "== fairseq-train --arch transformer_vaswani_wmt_en_de_big --fp16 (the built-in)"
-  timeout "${LIMIT:-200}" python3 -m fairseq_cli.train "${cli[@]}" --arch transformer_vaswani_wmt_en_de_big \
+  step train_builtin python3 -m fairseq_cli.train "${cli[@]}" --arch transformer_vaswani_wmt_en_de_big \
     --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --optimizer adam --adam-betas "(0.9, 0.98)" \
-    --adam-eps 1e-9 --lr 0.0005 --lr-scheduler inverse_sqrt --warmup-updates 4000 --no-save >"$out/train_builtin.log" 2>&1
-  echo "rc $?"; grep -E "train_inner|done training|rror" "$out/train_builtin.log" | cut -c 1-200
+    --adam-eps 1e-9 --lr 0.0005 --lr-scheduler inverse_sqrt --warmup-updates 4000 --no-save
+  grep -E "train_inner|done training|rror" "$out/train_builtin.log" | cut -c 1-200
   echo "== fairseq-generate --fp16 --beam 4 --lenpen 0.6 (ours's checkpoint)"
-  timeout "${LIMIT:-200}" python3 -m fairseq_cli.generate "$DATA_BIN" --user-dir attn_only_plugin --gen-subset test \
+  step generate python3 -m fairseq_cli.generate "$DATA_BIN" --user-dir attn_only_plugin --gen-subset test \
     --path /tmp/gpu_benchmark_ours/checkpoint_last.pt --beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 \
-    --batch-size 128 --fp16 >"$out/generate.log" 2>"$out/generate.err"
-  echo "rc $?"; grep "Translated" "$out/generate.err"
+    --batch-size 128 --fp16
+  grep -E "Translated|rror" "$out/generate.log"
 fi
 measure big_random --updates 20 --no-ctranslate2
 measure big_sorted --updates 20 --batching sorted --no-ctranslate2
@@ -60,4 +74,8 @@ measure big_random_bs1024 --parts training --updates 10 --batch-size 1024 --no-c
 measure big_sorted_bs1024 --parts training --updates 10 --batch-size 1024 --batching sorted --no-ctranslate2
 if [ -n "$ct2_site" ]; then
   PYTHONPATH="${PYTHONPATH:-}:$ct2_site" LIMIT=150 measure big_ct2 --parts generation --repeats 2
+fi
+if [ "$failed" != 0 ]; then
+  echo "error: $failed of the measurements failed: see their logs in $out" >&2
+  exit 1
 fi

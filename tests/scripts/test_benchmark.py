@@ -255,6 +255,29 @@ def test_gpu_bundle_without_an_install_says_what_to_do(tmp_path):
     assert proc.returncode == 1 and "run 'bash scripts/install.sh' first" in proc.stderr
 
 
+def test_gpu_benchmark_without_a_gpu_says_so_in_one_line(tmp_path):
+    """scripts/gpu_benchmark.sh on a machine without CUDA: one line, exit 1, no output folder."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(
+        ["bash", str(root / "scripts" / "gpu_benchmark.sh"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 1 and not (tmp_path / "out").exists()
+    assert proc.stderr.strip().splitlines() == [
+        "error: python3 here has no torch with a usable CUDA GPU: run this on the GPU machine (on a CPU: "
+        "python scripts/benchmark.py --preset cpu, docs/speed.md)"
+    ]
+
+
 def test_counts_that_measure_nothing_are_refused_up_front(cli, script):
     """--updates 0 used to end the training process on a ZeroDivisionError while the parent waited
     for its result forever; --batch-size 0 and --generate 0 silently meant the preset's."""
