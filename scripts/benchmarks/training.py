@@ -93,12 +93,11 @@ def trainer(model, device, amp, pad, optimizer):
 
 
 def step_batches(d, device, batch_size, batching, n_steps):
-    """Each model's batch for each of n_steps steps: the same 4 batches cycled for both, or with
-    "fresh" batching a new shape at every step, and other shapes for each model (so that neither
-    finds the shapes the other has just run in the per-shape caches of cuBLAS and cuDNN)."""
+    """Each model's batches, step k taking batch k modulo their number: the same 4 for both, or
+    with "fresh" batching one per step, each of a new shape, and other shapes for each model (so
+    that neither finds the shapes the other has just run in the per-shape caches of cuBLAS and cuDNN)."""
     if batching != "fresh":
-        cycle = device_batches(d, device, batch_size, batching)
-        return dict.fromkeys(("fairseq", "ours"), [cycle[i % len(cycle)] for i in range(n_steps)])
+        return dict.fromkeys(("fairseq", "ours"), device_batches(d, device, batch_size, batching))
     both = device_batches(d, device, batch_size, batching, n=2 * n_steps)
     return {"fairseq": both[0::2], "ours": both[1::2]}
 
@@ -114,28 +113,38 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
         for name, m in models.items()
     }
     batches = step_batches(d, device, batch_size, batching, warmup + repeats * updates)
+
+    def batch(name, k):  # model `name`'s batch at step k (warm-up steps first)
+        return batches[name][k % len(batches[name])]
+
     sync = synchronizer(device)
-    for i in range(warmup):
+    for k in range(warmup):
         for name, step in steps.items():
-            step(batches[name][i])
+            step(batch(name, k))
     seconds = {name: [0.0] * repeats for name in steps}
-    tokens, flops = ({name: [0] * repeats for name in steps} for _ in range(2))
     in_optimizer = dict.fromkeys(steps, 0.0)
     for r in range(repeats):
         for i in range(updates):
             for name in rotation(["fairseq", "ours"], r + i):
-                b = batches[name][warmup + r * updates + i]
                 sync()
                 t = time.perf_counter()
-                in_optimizer[name] += steps[name](b)
+                in_optimizer[name] += steps[name](batch(name, warmup + r * updates + i))
                 sync()
                 seconds[name][r] += time.perf_counter() - t
-                tokens[name][r] += int(b["tgt"].ne(d.pad()).sum())
-                flops[name][r] += model_flops(b, shape, d.pad())
+
+    def work(name, r, count):  # `count` summed over repeat r's batches of model `name`
+        return sum(count(batch(name, warmup + r * updates + i)) for i in range(updates))
+
+    def tokens(b):
+        return int(b["tgt"].ne(d.pad()).sum())
+
+    def flops(b):
+        return model_flops(b, shape, d.pad())
+
     return {
         name: dict(
-            tokens_per_s_per_repeat=[n / s for n, s in zip(tokens[name], secs, strict=True)],
-            flops_per_s_per_repeat=[f / s for f, s in zip(flops[name], secs, strict=True)],
+            tokens_per_s_per_repeat=[work(name, r, tokens) / s for r, s in enumerate(secs)],
+            flops_per_s_per_repeat=[work(name, r, flops) / s for r, s in enumerate(secs)],
             pad_share=pad_share(batches[name], d.pad()),
             step_ms=1e3 * sum(secs) / (repeats * updates),
             optimizer_ms=1e3 * in_optimizer[name] / (repeats * updates),
