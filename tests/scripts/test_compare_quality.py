@@ -117,6 +117,8 @@ def test_a_failing_training_ends_the_comparison_in_one_line(cli, tmp_path):
         "ours",
         "--ours-extra",
         "--heads 3",
+        "--jobs",
+        "1",  # one run at a time: with 2 side by side, either seed may fail first
     )
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 1 and last.startswith("error: alike/ours/seed 1: fairseq-train exited 1: d_model=16")
