@@ -2,6 +2,7 @@
 through the real fairseq-train, translate through fairseq-generate, and land in one table and JSON;
 a second call reuses the finished runs; bad values are refused in one line before anything runs."""
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -67,8 +68,8 @@ def test_two_models_two_seeds_one_table_and_reuse(cli, tmp_path):
 
 def test_alike_recipe_differs_only_in_the_model(script, tmp_path):
     """Configured alike, the two fairseq-train commands differ only in the model's flags."""
-    q = script("compare_quality")
-    a = q.main.__globals__["argparse"].Namespace(
+    q = script("_quality_runs")  # compare_quality.py's runs and their commands
+    a = argparse.Namespace(
         data_bin=tmp_path,
         user_dir="P",
         arch="transformer_base",
