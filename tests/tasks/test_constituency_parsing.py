@@ -175,6 +175,27 @@ def test_constrained_beam_search_of_an_untrained_model_gives_trees():
             assert delinearize(tokens[:-1], words).words() == words
 
 
+def test_constrained_beam_search_of_an_ensemble_gives_trees():
+    """fairseq-generate --path a:b (docs/parsing.md, "Ensembles of seeds"): two differently initialized
+    models whose log-probabilities fairseq's EnsembleModel averages; the constraint still holds."""
+    src_dict, tgt_dict = make_dictionary(), tree_dictionary()
+    models = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        models.append(build_model(src_dict, tgt_dict, embedding_sharing="decoder"))
+    task = ConstituencyParsingTask(ParsingConfig(constrain_trees=True), src_dict, tgt_dict)
+    args = SimpleNamespace(beam=4, lenpen=0.3, max_len_a=1, max_len_b=30, sampling=False)
+    generator = task.build_generator(models, args)
+    assert type(generator.search).__name__ == "TreeConstrainedBeamSearch" and len(generator.model.models) == 2
+    src = torch.tensor([[src_dict.index(f"w{i}") for i in range(4)] + [src_dict.eos()]])  # (1, T)
+    sample = {"id": torch.tensor([0]), "net_input": {"src_tokens": src, "src_lengths": torch.tensor([5])}}
+    (beam,) = task.inference_step(generator, models, sample)
+    assert len(beam) == 4
+    for hypo in beam:
+        tokens = [tgt_dict[t] for t in hypo["tokens"].tolist()]
+        assert tokens[-1] == "</s>" and delinearize(tokens[:-1], words(4).split()).words() == words(4).split()
+
+
 def test_unconstrained_by_default():
     src_dict, tgt_dict = make_dictionary(), tree_dictionary()
     task = ConstituencyParsingTask(ParsingConfig(), src_dict, tgt_dict)
