@@ -13,6 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402  (the package's fairseq-free files: its atomic writes)
+
 REPO = Path(__file__).resolve().parents[1]
 SIZES = dict(layers=2, d_model=128, d_ff=512, heads=4)  # the issue-20 shape; --layers etc. override
 ALIKE = [
@@ -52,9 +55,10 @@ class CompareError(Exception):
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """TEXT into PATH through the package's atomic_output (guards/atomic.py): the old file or the
+    whole new one, never half of it."""
+    with _standalone.load("guards/atomic.py").atomic_output(path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def model_args(model: str, s: dict, arch: str) -> list:
