@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # training_flops.py an
 from benchmarks.common import BATCH_SIZE, FRESH_SHAPES, PRESETS, SPEED_PATHS, make_batches, pad_share  # noqa: E402,F401
 from benchmarks.generation import generation, importable  # noqa: E402
 from benchmarks.memory import train_memory  # noqa: E402
-from benchmarks.processes import WorkerError, in_process  # noqa: E402
+from benchmarks.processes import SDPA_BACKENDS, SDPA_ENV, WorkerError, in_process, restrict_sdpa  # noqa: E402
 from benchmarks.report import table  # noqa: E402
 from benchmarks.training import model_flops, optimizer_for, peak_tflops, train_speed  # noqa: E402,F401
 
@@ -82,10 +82,15 @@ def run(
     recompute=False,
     ct2=True,
     without=(),
+    sdpa=(),
 ):
     """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches;
-    ours without the speed paths named in `without` (SPEED_PATHS), to measure what each buys."""
+    ours without the speed paths named in `without` (SPEED_PATHS), to measure what each buys; with
+    `sdpa` (names in SDPA_BACKENDS), torch's fused attention restricted to those backends."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak, batching)
+    if sdpa:  # here (generation) and, through the environment, in every measuring process
+        os.environ[SDPA_ENV] = ",".join(sdpa)
+        restrict_sdpa(sdpa)
     shape = dict(PRESETS[preset], without=sorted(without)) if without else PRESETS[preset]
     batch_size = BATCH_SIZE[preset] if batch_size is None else batch_size
     n_gen = 2 * batch_size if n_gen is None else n_gen
@@ -106,6 +111,7 @@ def run(
         batching=batching,
         batch_size=batch_size,
         peak_tflops=peak,
+        sdpa_backends=sorted(sdpa) or "torch's choice",
         training=train,
         generation=gen,
     )
@@ -221,6 +227,14 @@ def main(argv=None) -> None:
         help="turn these speed paths of ours off, to measure what each buys: packing (training without "
         "the pads); the maths is the same (docs/speed.md)",
     )
+    p.add_argument(
+        "--sdpa-backends",
+        nargs="+",
+        choices=SDPA_BACKENDS,
+        default=[],
+        help="let torch's fused attention use only these CUDA kernels, in both models (default: torch's "
+        "choice; on an H100 cudnn): to time which suits new batch shapes (docs/speed.md, GPUs)",
+    )
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
     try:
@@ -246,6 +260,7 @@ def main(argv=None) -> None:
             a.checkpoint_activations,
             ct2=not a.no_ctranslate2,
             without=a.without,
+            sdpa=a.sdpa_backends,
         )
     except WorkerError as e:
         sys.exit(f"error: {e}")

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from .decoding_state import DecodingState
 from .dropout import retain_at_inference
+from .kernels import fused_attention
 from .packing import Packing, packed, padded
 from .relative import RelativePositions
 from .window import banded_attention, position_mask, query_key_positions, use_banded
@@ -43,16 +44,16 @@ def scaled_dot_product_attention(
 
     q: (B, h, T, d_k), k: (B, h, S, d_k), v: (B, h, S, d_v); mask broadcastable to (B, h, T, S),
     boolean or additive (0 = may attend, -inf = not; decoding steps, cache.additive).
-    The normal path is torch's fused kernel, which never materialises the weights; with
-    need_weights=True the same maths is written out so that the (B, h, T, S) weights can be
-    returned (attention plots, alignments). Both give the same output.
+    The normal path is torch's fused kernel (on a GPU, which one: kernels.py), which never
+    materialises the weights; with need_weights=True the same maths is written out so that the
+    (B, h, T, S) weights can be returned (attention plots, alignments). Both give the same output.
     """
     if causal:  # decoder self-attention: position t sees positions <= t (section 3.2.3)
         T, S = q.size(-2), k.size(-2)
         tril = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)  # (T, S)
         mask = tril if mask is None else mask & tril
     if not need_weights:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+        return fused_attention(q, k, v, mask, dropout_p), None  # torch's fused kernel (kernels.py)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, T, S): Q K^T / sqrt(d_k)
     if mask is not None:  # + mask: -inf where a key may not be seen
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .kernels import fused_attention
+
 # Shortest self-attention (n positions) run by banded_attention: below it a masked full attention,
 # one fused call, is faster. Measured 2026-11-25 (scripts/table1.py --one, CPU, 1 thread, forward +
 # backward of one base layer, masked against banded, R = 4, 16, 64, n = 128 ... 1536): the banded path
@@ -91,5 +93,5 @@ def banded_attention(
         real = real & F.pad(key_mask, (window, tail + window)).unfold(1, L, b)  # (B, n, L)
     allowed = (real[:, None, :, None, :] | (offset == 0)) & allowed  # (B|1, 1, n, b, L); a query sees itself
     allowed = allowed.expand(real.size(0), h, n, b, L).reshape(real.size(0), h * n, b, L)  # (B|1, h n, b, L)
-    out = F.scaled_dot_product_attention(q_blocks, k_blocks, v_blocks, attn_mask=allowed, dropout_p=dropout_p)
+    out = fused_attention(q_blocks, k_blocks, v_blocks, allowed, dropout_p)  # (B, h n, b, d_v)
     return out.reshape(B, h, n * b, -1)[:, :, :T]  # (B, h, T, d_v)

@@ -7,14 +7,34 @@ import os
 import queue as queues
 import traceback
 
+SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")  # kernels of torch F.scaled_dot_product_attention
+SDPA_ENV = "ATTN_ONLY_SDPA_BACKENDS"  # how benchmark.py --sdpa-backends reaches the measuring processes
+
 
 class WorkerError(RuntimeError):
     """A measuring process failed or died; the message is one line."""
 
 
+def restrict_sdpa(backends=None) -> None:
+    """Let torch's F.scaled_dot_product_attention use only these CUDA backends (a subset of
+    SDPA_BACKENDS; default: those named in the SDPA_ENV variable, none named = torch's own choice),
+    in this process, for both models alike (the built-in's attention calls the same function)."""
+    backends = os.environ.get(SDPA_ENV, "") if backends is None else ",".join(backends)
+    if not backends:
+        return
+    import torch
+
+    wanted = backends.split(",")
+    torch.backends.cuda.enable_cudnn_sdp("cudnn" in wanted)
+    torch.backends.cuda.enable_flash_sdp("flash" in wanted)
+    torch.backends.cuda.enable_mem_efficient_sdp("efficient" in wanted)
+    torch.backends.cuda.enable_math_sdp("math" in wanted)
+
+
 def _worker(target, args, queue):
     """Runs in the measuring process: ("ok", target(*args)) or ("error", one line) into queue."""
     try:
+        restrict_sdpa()
         queue.put(("ok", target(*args)))
     except BaseException as e:  # noqa: B902 (Ctrl-C too: the parent must not wait for a result)
         if os.environ.get("ATTN_ONLY_TRACEBACK"):

@@ -25,6 +25,7 @@ def table(r) -> str:
     lines = [
         f"preset {r['preset']} {r['shape']} on {r['device']}{' amp' if r['amp'] else ''}, {r['batching']} batches"
         f" of {r['batch_size']} sentences"
+        + (f", attention kernels {'/'.join(r['sdpa_backends'])}" if isinstance(r.get("sdpa_backends"), list) else "")
     ]
     if t:
         pads = t["ours"]["pad_share"]

@@ -349,3 +349,35 @@ def test_peak_memory_with_checkpoint_activations(cli, tmp_path):
     ours = json.loads(out.read_text())["training"]["ours"]
     assert ours["peak_mib_checkpointed"] > 0 and ours["peak_mib"] > 0
     assert "training peak memory, ours with --checkpoint-activations: " in proc.stdout
+
+
+def test_sdpa_backends_restrict_torch_and_reach_the_measuring_processes(script, monkeypatch):
+    """--sdpa-backends: the flags torch.backends.cuda reads, set here and, through the environment,
+    in each measuring process (processes._worker); unset, torch's are left alone."""
+    import torch
+
+    script("benchmark")  # puts scripts/ on sys.path
+    import benchmarks.processes as processes
+
+    on = torch.backends.cuda
+    saved = (on.cudnn_sdp_enabled(), on.flash_sdp_enabled(), on.mem_efficient_sdp_enabled(), on.math_sdp_enabled())
+    try:
+        monkeypatch.delenv(processes.SDPA_ENV, raising=False)
+        processes.restrict_sdpa()
+        assert (
+            on.cudnn_sdp_enabled(),
+            on.flash_sdp_enabled(),
+            on.mem_efficient_sdp_enabled(),
+            on.math_sdp_enabled(),
+        ) == saved
+        monkeypatch.setenv(processes.SDPA_ENV, "efficient,math")
+        processes.restrict_sdpa()
+        assert not on.cudnn_sdp_enabled() and not on.flash_sdp_enabled()
+        assert on.mem_efficient_sdp_enabled() and on.math_sdp_enabled()
+        processes.restrict_sdpa(["cudnn"])
+        assert on.cudnn_sdp_enabled() and not on.mem_efficient_sdp_enabled() and not on.math_sdp_enabled()
+    finally:
+        on.enable_cudnn_sdp(saved[0])
+        on.enable_flash_sdp(saved[1])
+        on.enable_mem_efficient_sdp(saved[2])
+        on.enable_math_sdp(saved[3])
