@@ -18,7 +18,12 @@ from typing import List, Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.nn.attention import SDPBackend, sdpa_kernel
+
+try:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+except ImportError:  # torch < 2.3 has no way to choose, and no cuDNN kernel to leave out
+    SDPBackend = sdpa_kernel = None
+HAS_CUDNN_KERNEL = sdpa_kernel is not None and hasattr(torch.backends.cuda, "cudnn_sdp_enabled")
 
 
 def preferred_backends(cudnn: bool, flash: bool, efficient: bool, math: bool) -> Optional[List[SDPBackend]]:
@@ -35,7 +40,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = No
     """F.scaled_dot_product_attention(q, k, v, mask, dropout_p), on CUDA without cuDNN's kernel
     where another is allowed (the module docstring says why). (B, h, T, d_v)."""
     backends = None
-    if q.is_cuda:
+    if q.is_cuda and HAS_CUDNN_KERNEL:
         cuda = torch.backends.cuda
         backends = preferred_backends(
             cuda.cudnn_sdp_enabled(),
