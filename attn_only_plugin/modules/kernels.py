@@ -5,10 +5,10 @@ Tensor layout: q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v), as in atten
 
 On an H100, torch (2.11) runs `F.scaled_dot_product_attention` through cuDNN's kernel first, which
 builds an execution plan for every new (B, T, S) shape: in fairseq-train's first epoch, where every
-batch has a new shape, and in beam search, where the keys grow by one each step, that cost about
-350 ms a step of transformer_big (docs/speed.md, "GPUs": 401 against 58 ms a step with torch's
-memory-efficient kernel, and that kernel is no slower on shapes seen before: 96k against 91k
-tokens/s). So on CUDA ours asks for the other fused kernels and keeps cuDNN's only where nothing
+batch has a new shape, that cost about 350 ms a training step of transformer_big (docs/speed.md,
+"GPUs": 401 against 58 ms a step with torch's memory-efficient kernel, which is no slower on shapes
+seen before: 96k against 91k tokens/s); beam search, whose keys grow by one each step, meets new
+shapes too. So on CUDA ours asks for the other fused kernels and keeps cuDNN's only where nothing
 else is allowed; whatever torch.backends.cuda allows stays the set it picks from (a restriction a
 user or `scripts/benchmark.py --sdpa-backends` makes is kept). On a CPU nothing changes.
 """
