@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # training_flops.py an
 from benchmarks.common import BATCH_SIZE, FRESH_SHAPES, PRESETS, SPEED_PATHS, make_batches, pad_share  # noqa: E402,F401
 from benchmarks.generation import generation, importable  # noqa: E402
 from benchmarks.memory import train_memory  # noqa: E402
-from benchmarks.processes import SDPA_BACKENDS, SDPA_ENV, WorkerError, in_process, restrict_sdpa  # noqa: E402
+from benchmarks.processes import SDPA_BACKENDS, WorkerError, in_process, sdpa_restricted  # noqa: E402
 from benchmarks.report import table  # noqa: E402
 from benchmarks.training import model_flops, optimizer_for, peak_tflops, train_speed  # noqa: E402,F401
 
@@ -86,22 +86,22 @@ def run(
 ):
     """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches;
     ours without the speed paths named in `without` (SPEED_PATHS), to measure what each buys; with
-    `sdpa` (names in SDPA_BACKENDS), torch's fused attention restricted to those backends."""
+    `sdpa` (names in SDPA_BACKENDS), torch's fused attention restricted to those backends while it
+    measures (the caller's settings are back on return)."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak, batching)
-    if sdpa:  # here (generation) and, through the environment, in every measuring process
-        os.environ[SDPA_ENV] = ",".join(sdpa)
-        restrict_sdpa(sdpa)
-    shape = dict(PRESETS[preset], without=sorted(without)) if without else PRESETS[preset]
-    batch_size = BATCH_SIZE[preset] if batch_size is None else batch_size
-    n_gen = 2 * batch_size if n_gen is None else n_gen
-    peak = peak_tflops(device, amp, peak)
-    train, gen = {}, {}
-    if "training" in parts:
-        train = training_part(
-            shape, device, amp, updates, warmup, repeats, batch_size, batching, peak, optimizer, recompute
-        )
-    if "generation" in parts:
-        gen = generation_part(shape, device, amp, n_gen, batch_size, batching, repeats, ct2)
+    # here (generation) and, through the environment, in every measuring process; restored after
+    with sdpa_restricted(sdpa):
+        shape = dict(PRESETS[preset], without=sorted(without)) if without else PRESETS[preset]
+        batch_size = BATCH_SIZE[preset] if batch_size is None else batch_size
+        n_gen = 2 * batch_size if n_gen is None else n_gen
+        peak = peak_tflops(device, amp, peak)
+        train, gen = {}, {}
+        if "training" in parts:
+            train = training_part(
+                shape, device, amp, updates, warmup, repeats, batch_size, batching, peak, optimizer, recompute
+            )
+        if "generation" in parts:
+            gen = generation_part(shape, device, amp, n_gen, batch_size, batching, repeats, ct2)
     return dict(
         preset=preset,
         shape=shape,

@@ -3,6 +3,7 @@ result, or its failure as one line (ATTN_ONLY_TRACEBACK=1 prints the traceback t
 status of a process that died without one.
 """
 
+import contextlib
 import os
 import queue as queues
 import traceback
@@ -29,6 +30,40 @@ def restrict_sdpa(backends=None) -> None:
     torch.backends.cuda.enable_flash_sdp("flash" in wanted)
     torch.backends.cuda.enable_mem_efficient_sdp("efficient" in wanted)
     torch.backends.cuda.enable_math_sdp("math" in wanted)
+
+
+_SDPA_FLAGS = (
+    "cudnn_sdp",
+    "flash_sdp",
+    "mem_efficient_sdp",
+    "math_sdp",
+)  # torch.backends.cuda's, in SDPA_BACKENDS' order
+
+
+@contextlib.contextmanager
+def sdpa_restricted(backends):
+    """restrict_sdpa(backends) in this process and, through SDPA_ENV, in the processes it starts,
+    for the `with` block only: afterwards the variable and torch's four flags are as they were
+    (so a caller of benchmark.run() keeps its own settings). No backends: nothing changes."""
+    if not backends:
+        yield
+        return
+    import torch
+
+    on = torch.backends.cuda
+    saved_env = os.environ.get(SDPA_ENV)
+    saved = [getattr(on, f"{flag}_enabled")() for flag in _SDPA_FLAGS]
+    os.environ[SDPA_ENV] = ",".join(backends)
+    try:
+        restrict_sdpa(backends)
+        yield
+    finally:
+        for flag, enabled in zip(_SDPA_FLAGS, saved, strict=True):
+            getattr(on, f"enable_{flag}")(enabled)
+        if saved_env is None:
+            os.environ.pop(SDPA_ENV, None)
+        else:
+            os.environ[SDPA_ENV] = saved_env
 
 
 def _worker(target, args, queue):

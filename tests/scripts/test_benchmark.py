@@ -381,3 +381,40 @@ def test_sdpa_backends_restrict_torch_and_reach_the_measuring_processes(script, 
         on.enable_flash_sdp(saved[1])
         on.enable_mem_efficient_sdp(saved[2])
         on.enable_math_sdp(saved[3])
+
+
+def test_sdpa_restriction_lasts_only_while_measuring(script, monkeypatch):
+    """benchmark.run(sdpa=...) restricts torch's kernels through processes.sdpa_restricted: inside,
+    the variable the measuring processes read and torch's flags are set; after, both are the
+    caller's again (a variable the caller had set, and one it had not)."""
+    import os
+
+    import torch
+
+    script("benchmark")  # puts scripts/ on sys.path
+    import benchmarks.processes as processes
+
+    on = torch.backends.cuda
+
+    def flags():
+        return (on.cudnn_sdp_enabled(), on.flash_sdp_enabled(), on.mem_efficient_sdp_enabled(), on.math_sdp_enabled())
+
+    before = flags()
+    for caller_env in (None, "math"):
+        if caller_env is None:
+            monkeypatch.delenv(processes.SDPA_ENV, raising=False)
+        else:
+            monkeypatch.setenv(processes.SDPA_ENV, caller_env)
+        with processes.sdpa_restricted(["flash", "efficient"]):
+            assert os.environ[processes.SDPA_ENV] == "flash,efficient"
+            assert flags() == (False, True, True, False)
+        assert os.environ.get(processes.SDPA_ENV) == caller_env
+        assert flags() == before
+    with processes.sdpa_restricted(()):  # none named: torch's choice, nothing touched
+        assert flags() == before and os.environ.get(processes.SDPA_ENV) == "math"
+    try:
+        with processes.sdpa_restricted(["cudnn"]):
+            raise KeyError("a failed measurement")
+    except KeyError:
+        pass
+    assert flags() == before
