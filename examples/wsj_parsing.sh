@@ -12,10 +12,12 @@
 # printed beside it (docs/parsing.md).
 # Decoding uses --constrain-trees (ours, not the paper's): outputs are always well-formed trees.
 # SMALL=1 shrinks the model for a CPU and runs the setting chosen on the sample's valid split
-# (docs/parsing.md, "Ablation"): words in the target, target vocabulary 2,000, 3,000 updates,
-# output length <= 2.5 x input + 10, beam 168. UPDATES, SAVE_EVERY, MAX_LEN_A/B, BEAM, PREPARE_FLAGS,
-# PREPROCESS_FLAGS, TRAIN_FLAGS, GEN_FLAGS override; SEED (default 1) the random seed; the last 5
-# checkpoints, one every SAVE_EVERY updates, are averaged. Valid and test are both scored.
+# (docs/parsing.md, "Ablation"): words in the target, target vocabulary 2,000, Shaw et al.'s
+# relative positions (K = 16) beside the sinusoids, 3,000 updates, output length <= 2.5 x input
+# + 10, beam 168. UPDATES, SAVE_EVERY, MAX_LEN_A/B, BEAM, RELPOS (K; RELPOS= turns them off),
+# PREPARE_FLAGS, PREPROCESS_FLAGS, TRAIN_FLAGS, GEN_FLAGS override; SEED (default 1) the random
+# seed; the last 5 checkpoints, one every SAVE_EVERY updates, are averaged. Valid and test are both
+# scored.
 set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
 WSJ="${WSJ:?set WSJ to your treebank folder with wsj_NNNN.mrg files}"
@@ -48,6 +50,8 @@ SHAPE=()
 if [ "${SMALL:-0}" = 1 ]; then  # a CPU-sized transformer_parse: same depth, smaller widths
   SHAPE=(--d-model 128 --d-ff 512 --heads 4 --dropout 0.1 --attention-dropout 0.1 --max-tokens 4096
          --warmup-updates 400 --lr-multiplier 0.5 --cpu)
+  RELPOS="${RELPOS-16}"  # Shaw et al. (2018) relative positions, K = 16, beside section 3.5's sinusoids (not the paper's)
+  if [ -n "$RELPOS" ]; then SHAPE+=(--relative-positions "$RELPOS"); fi
 else
   SHAPE=(--max-tokens 4096 --warmup-updates 4000 --fp16)
 fi

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import PTB_SAMPLE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,9 +131,14 @@ def test_out_follows_the_shared_rule(tmp_path):
     assert sorted(os.listdir(bank)) == ["wsj_0001.mrg", "wsj_0002.mrg", "wsj_0003.mrg"]
 
 
-def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
+@pytest.mark.parametrize(
+    "relpos, logged",
+    [(None, "'relative_positions': 16"), ("", "'relative_positions': None")],  # SMALL=1's chosen K; RELPOS= : off
+)
+def test_recipe_end_to_end_tiny(tmp_path, ptb_files, relpos, logged):
     env = dict(
-        os.environ,
+        {k: v for k, v in os.environ.items() if k != "RELPOS"},
+        **({} if relpos is None else {"RELPOS": relpos}),
         WSJ=str(PTB_SAMPLE),
         SPLIT="train=1-20 valid=21-22 test=170-170",
         SMALL="1",
@@ -149,6 +156,7 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
     assert "EVALB (COLLINS.prm) on test, 8 sentences" in report and "right-branching baseline: F1" in report
     assert "; 0 outputs repaired" in report  # --constrain-trees: even a 4-update model writes trees
     assert "--beam 21" in proc.stderr or "beam 21" in proc.stderr
+    assert logged in (tmp_path / "train.log").read_text()
     assert len((tmp_path / "test.pred").read_text().splitlines()) == 8  # every sentence gets a tree
     pcfg = (tmp_path / "pcfg.txt").read_text()  # the treebank PCFG's line, printed beside it
     assert pcfg.startswith("EVALB (COLLINS.prm) on test, 8 sentences") and "treebank PCFG (v=2, h=2, rare 3" in pcfg
@@ -157,7 +165,6 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files):
 
 def test_split_ranges_that_overlap_or_repeat_are_refused(tmp_path):
     """--split train=1-159 test=150-179 would put trees 150-159 in both training and test data."""
-    import pytest
 
     from attn_only_plugin.parsing.data import parse_ranges
 
