@@ -89,13 +89,13 @@ def run(
     `sdpa` (names in SDPA_BACKENDS), torch's fused attention restricted to those backends while it
     measures (the caller's settings are back on return)."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak, batching)
+    shape = dict(PRESETS[preset], without=sorted(without)) if without else PRESETS[preset]
+    batch_size = BATCH_SIZE[preset] if batch_size is None else batch_size
+    n_gen = 2 * batch_size if n_gen is None else n_gen
+    peak = peak_tflops(device, amp, peak)
+    train, gen = {}, {}
     # here (generation) and, through the environment, in every measuring process; restored after
     with sdpa_restricted(sdpa):
-        shape = dict(PRESETS[preset], without=sorted(without)) if without else PRESETS[preset]
-        batch_size = BATCH_SIZE[preset] if batch_size is None else batch_size
-        n_gen = 2 * batch_size if n_gen is None else n_gen
-        peak = peak_tflops(device, amp, peak)
-        train, gen = {}, {}
         if "training" in parts:
             train = training_part(
                 shape, device, amp, updates, warmup, repeats, batch_size, batching, peak, optimizer, recompute

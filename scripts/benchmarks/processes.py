@@ -9,6 +9,8 @@ import queue as queues
 import traceback
 
 SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")  # kernels of torch F.scaled_dot_product_attention
+# torch.backends.cuda's switch for each of SDPA_BACKENDS, in that order (enable_X, X_enabled)
+_SDPA_FLAGS = ("cudnn_sdp", "flash_sdp", "mem_efficient_sdp", "math_sdp")
 SDPA_ENV = "ATTN_ONLY_SDPA_BACKENDS"  # how benchmark.py --sdpa-backends reaches the measuring processes
 
 
@@ -26,18 +28,8 @@ def restrict_sdpa(backends=None) -> None:
     import torch
 
     wanted = backends.split(",")
-    torch.backends.cuda.enable_cudnn_sdp("cudnn" in wanted)
-    torch.backends.cuda.enable_flash_sdp("flash" in wanted)
-    torch.backends.cuda.enable_mem_efficient_sdp("efficient" in wanted)
-    torch.backends.cuda.enable_math_sdp("math" in wanted)
-
-
-_SDPA_FLAGS = (
-    "cudnn_sdp",
-    "flash_sdp",
-    "mem_efficient_sdp",
-    "math_sdp",
-)  # torch.backends.cuda's, in SDPA_BACKENDS' order
+    for name, flag in zip(SDPA_BACKENDS, _SDPA_FLAGS, strict=True):
+        getattr(torch.backends.cuda, f"enable_{flag}")(name in wanted)
 
 
 @contextlib.contextmanager
