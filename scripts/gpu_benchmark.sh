@@ -12,7 +12,10 @@
 # into an ignored folder of the repo and carried), it first runs the real CLIs there: fairseq-train
 # --fp16 of transformer_big, ours and the built-in (transformer_vaswani_wmt_en_de_big) with each one's
 # recipe, UPDATES (200) updates of --max-tokens 8192, then fairseq-generate --fp16 with ours's
-# checkpoint; words/s from fairseq's own train_inner lines.
+# checkpoint and with the built-in's (each one's own weights, so their output lengths differ: compare
+# tokens/s); words/s from fairseq's own train_inner lines.
+# ROWS (default: all) names the benchmark rows to run, e.g. ROWS="big_random big_fresh"; ROWS=none
+# runs none (the CLI rows alone, with DATA_BIN).
 # On a GPU machine where `bash scripts/install.sh` ran (fairseq and ctranslate2 installed), the
 # bundles are not needed. LIMIT (seconds, default 200) bounds each measurement.
 set -uo pipefail
@@ -34,8 +37,9 @@ step() {  # step NAME COMMAND...: COMMAND with the time limit, its output in OUT
   [ "$rc" = 0 ] || failed=$((failed + 1))
   echo "rc $rc"
 }
-measure() {  # measure NAME ARGS...: one benchmark run; its table on stdout
+measure() {  # measure NAME ARGS...: one benchmark run; its table on stdout (skipped unless ROWS names it)
   local name=$1; shift
+  [ "${ROWS:-all}" = all ] || [[ " $ROWS " == *" $name "* ]] || return 0
   echo "== $name: scripts/benchmark.py --preset big --device cuda --amp $*"
   step "$name" python3 scripts/benchmark.py --preset big --device cuda --amp "$@" --out "$out/$name.json"
   grep -v -i -E "warning|_canonical_mask|tensorboardX|^\[benchmark\]" "$out/$name.log" | tail -n 25
@@ -59,13 +63,15 @@ if [ -n "${DATA_BIN:-}" ]; then
   echo "== fairseq-train --arch transformer_vaswani_wmt_en_de_big --fp16 (the built-in)"
   step train_builtin python3 -m fairseq_cli.train "${cli[@]}" --arch transformer_vaswani_wmt_en_de_big \
     --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --optimizer adam --adam-betas "(0.9, 0.98)" \
-    --adam-eps 1e-9 --lr 0.0005 --lr-scheduler inverse_sqrt --warmup-updates 4000 --no-save
+    --adam-eps 1e-9 --lr 0.0005 --lr-scheduler inverse_sqrt --warmup-updates 4000 --save-dir /tmp/gpu_benchmark_builtin
   grep -E "train_inner|done training|rror" "$out/train_builtin.log" | cut -c 1-200
-  echo "== fairseq-generate --fp16 --beam 4 --lenpen 0.6 (ours's checkpoint)"
-  step generate python3 -m fairseq_cli.generate "$DATA_BIN" --user-dir attn_only_plugin --gen-subset test \
-    --path /tmp/gpu_benchmark_ours/checkpoint_last.pt --beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 \
-    --batch-size 128 --fp16
-  grep -E "Translated|rror" "$out/generate.log"
+  for model in ours builtin; do
+    echo "== fairseq-generate --fp16 --beam 4 --lenpen 0.6 ($model's checkpoint)"
+    step "generate_$model" python3 -m fairseq_cli.generate "$DATA_BIN" --user-dir attn_only_plugin --gen-subset test \
+      --path "/tmp/gpu_benchmark_$model/checkpoint_last.pt" --beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 \
+      --batch-size 128 --fp16
+    grep -E "Translated|rror" "$out/generate_$model.log"
+  done
 fi
 measure big_random --updates 20 --no-ctranslate2
 measure big_sorted --updates 20 --batching sorted --no-ctranslate2
