@@ -29,11 +29,28 @@ if [ "${SMALL:-0}" = 1 ]; then  # the sample's setting, chosen on its valid spli
   MAX_LEN_A="${MAX_LEN_A:-2.5}" MAX_LEN_B="${MAX_LEN_B:-10}"  # output <= 2.5 x words + 10, not input + 300
   BEAM="${BEAM:-168}"  # beam 168, not 21: +8.3 valid F1 (the wider search finds trees the model scores higher)
 fi
+SHAPE=()
+if [ "${SMALL:-0}" = 1 ]; then  # a CPU-sized transformer_parse: same depth, smaller widths
+  SHAPE=(--d-model 128 --d-ff 512 --heads 4 --dropout 0.1 --attention-dropout 0.1 --max-tokens 4096
+         --warmup-updates 400 --lr-multiplier 0.5 --cpu)
+  RELPOS="${RELPOS-16}"  # Shaw et al. (2018) relative positions, K = 16, beside section 3.5's sinusoids (not the paper's)
+  if [ -n "$RELPOS" ]; then SHAPE+=(--relative-positions "$RELPOS"); fi
+else
+  SHAPE=(--max-tokens 4096 --warmup-updates 4000 --fp16)
+fi
 mkdir -p "$WORK"
 data_settings="split: ${SPLIT:-standard} | prepare_ptb.py: ${PREPARE_FLAGS:-} | fairseq-preprocess: ${PREPROCESS_FLAGS:-}"
 if [ -f "$WORK/data.settings" ] && [ "$(cat "$WORK/data.settings")" != "$data_settings" ]; then
   echo "error: $WORK holds data prepared otherwise ($(cat "$WORK/data.settings")), not as now ($data_settings):" \
        "give another WORK, or remove $WORK to start over" >&2
+  exit 1
+fi
+# a resumed training must build the model its checkpoints hold (UPDATES and SEED may change)
+train_settings="fairseq-train: ${SHAPE[*]}${TRAIN_FLAGS:+ $TRAIN_FLAGS}"
+if [ -f "$WORK/checkpoints/checkpoint_last.pt" ] && [ -f "$WORK/train.settings" ] \
+   && [ "$(cat "$WORK/train.settings")" != "$train_settings" ]; then
+  echo "error: $WORK/checkpoints holds a model trained otherwise ($(cat "$WORK/train.settings")), not as now" \
+       "($train_settings): give another WORK, or remove $WORK/checkpoints to train again" >&2
   exit 1
 fi
 say "linearizing trees (Vinyals et al. 2015)"
@@ -46,16 +63,8 @@ if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
       --workers "$(nproc)" ${PREPROCESS_FLAGS:-} >"$WORK/preprocess.log" 2>&1 || { tail -5 "$WORK/preprocess.log" >&2; exit 1; }
   echo "$data_settings" >"$WORK/data.settings"
 fi
-SHAPE=()
-if [ "${SMALL:-0}" = 1 ]; then  # a CPU-sized transformer_parse: same depth, smaller widths
-  SHAPE=(--d-model 128 --d-ff 512 --heads 4 --dropout 0.1 --attention-dropout 0.1 --max-tokens 4096
-         --warmup-updates 400 --lr-multiplier 0.5 --cpu)
-  RELPOS="${RELPOS-16}"  # Shaw et al. (2018) relative positions, K = 16, beside section 3.5's sinusoids (not the paper's)
-  if [ -n "$RELPOS" ]; then SHAPE+=(--relative-positions "$RELPOS"); fi
-else
-  SHAPE=(--max-tokens 4096 --warmup-updates 4000 --fp16)
-fi
 say "fairseq-train --arch transformer_parse"
+[ -f "$WORK/checkpoints/checkpoint_last.pt" ] || echo "$train_settings" >"$WORK/train.settings"
 "$BIN/fairseq-train" "$WORK/data-bin" --user-dir "$REPO/attn_only_plugin" \
     --task constituency_parsing --arch transformer_parse `# section 6.3: N=4, d_model=1024, dropout 0.2 (attention and residual)` \
     --embedding-sharing decoder `# words and bracket symbols are two vocabularies` \

@@ -161,6 +161,24 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files, relpos, logged):
     pcfg = (tmp_path / "pcfg.txt").read_text()  # the treebank PCFG's line, printed beside it
     assert pcfg.startswith("EVALB (COLLINS.prm) on test, 8 sentences") and "treebank PCFG (v=2, h=2, rare 3" in pcfg
     assert pcfg in proc.stdout and len((tmp_path / "test.pcfg").read_text().splitlines()) == 8
+    if relpos is None:  # resuming with another model: one line before any work, the checkpoints untouched
+        last = tmp_path / "checkpoints" / "checkpoint_last.pt"
+        stamp = last.stat().st_mtime_ns
+        again = subprocess.run(
+            ["bash", str(ROOT / "examples" / "wsj_parsing.sh")],
+            capture_output=True,
+            text=True,
+            env=dict(env, RELPOS=""),
+            timeout=600,
+        )
+        assert again.returncode == 1 and again.stderr.strip().splitlines() == [
+            f"error: {tmp_path}/checkpoints holds a model trained otherwise "
+            f"({(tmp_path / 'train.settings').read_text().strip()}), not as now (fairseq-train: --d-model 128 "
+            "--d-ff 512 --heads 4 --dropout 0.1 --attention-dropout 0.1 --max-tokens 4096 --warmup-updates 400 "
+            f"--lr-multiplier 0.5 --cpu): give another WORK, or remove {tmp_path}/checkpoints to train again"
+        ], again.stderr[-2000:]
+        assert "--relative-positions 16" in (tmp_path / "train.settings").read_text()
+        assert last.stat().st_mtime_ns == stamp
 
 
 def test_split_ranges_that_overlap_or_repeat_are_refused(tmp_path):
