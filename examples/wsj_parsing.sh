@@ -15,7 +15,9 @@
 # (docs/parsing.md, "Ablation"): words in the target, target vocabulary 2,000, Shaw et al.'s
 # relative positions (K = 16) beside the sinusoids, 3,000 updates, output length <= 2.5 x input
 # + 10, beam 168. UPDATES, SAVE_EVERY, MAX_LEN_A/B, BEAM, RELPOS (K; RELPOS= turns them off),
-# PREPARE_FLAGS, PREPROCESS_FLAGS, TRAIN_FLAGS, GEN_FLAGS override; SEED (default 1) the random
+# PREPARE_FLAGS, PREPROCESS_FLAGS, TRAIN_FLAGS, GEN_FLAGS override; SUBWORDS=N feeds the encoder
+# sentencepiece pieces of a source vocabulary of N instead of words (not the paper's, nor SMALL=1's;
+# docs/parsing.md); SEED (default 1) the random
 # seed; the last 5 checkpoints, one every SAVE_EVERY updates, are averaged. Valid and test are both
 # scored.
 set -euo pipefail
@@ -39,7 +41,7 @@ else
   SHAPE=(--max-tokens 4096 --warmup-updates 4000 --fp16)
 fi
 mkdir -p "$WORK"
-data_settings="split: ${SPLIT:-standard} | prepare_ptb.py: ${PREPARE_FLAGS:-} | fairseq-preprocess: ${PREPROCESS_FLAGS:-}"
+data_settings="split: ${SPLIT:-standard} | prepare_ptb.py: ${PREPARE_FLAGS:-} | fairseq-preprocess: ${PREPROCESS_FLAGS:-}${SUBWORDS:+ | source pieces: $SUBWORDS}"
 if [ -f "$WORK/data.settings" ] && [ "$(cat "$WORK/data.settings")" != "$data_settings" ]; then
   echo "error: $WORK holds data prepared otherwise ($(cat "$WORK/data.settings")), not as now ($data_settings):" \
        "give another WORK, or remove $WORK to start over" >&2
@@ -57,8 +59,14 @@ say "linearizing trees (Vinyals et al. 2015)"
 # shellcheck disable=SC2086  # SPLIT and the FLAGS are word lists on purpose
 "$PY" "$REPO/scripts/prepare_ptb.py" --treebank "$WSJ" --out "$WORK/text" --force ${SPLIT:+--split $SPLIT} ${PREPARE_FLAGS:-}
 if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
-  "$BIN/fairseq-preprocess" --source-lang words --target-lang tree --trainpref "$WORK/text/train" \
-      --validpref "$WORK/text/valid" --testpref "$WORK/text/test" --destdir "$WORK/data-bin" \
+  text="$WORK/text"
+  if [ -n "${SUBWORDS:-}" ]; then  # the source as sentencepiece pieces (not the paper's): targets keep the words
+    "$PY" "$REPO/scripts/spm_prepare.py" --data "$WORK/text" --src words --tgt tree --vocab-size "$SUBWORDS" \
+        --source-only --out "$WORK/pieces" --force
+    text="$WORK/pieces"
+  fi
+  "$BIN/fairseq-preprocess" --source-lang words --target-lang tree --trainpref "$text/train" \
+      --validpref "$text/valid" --testpref "$text/test" --destdir "$WORK/data-bin" \
       --nwordssrc 16000 `# section 6.3: 16K source vocabulary for WSJ only` \
       --workers "$(nproc)" ${PREPROCESS_FLAGS:-} >"$WORK/preprocess.log" 2>&1 || { tail -5 "$WORK/preprocess.log" >&2; exit 1; }
   echo "$data_settings" >"$WORK/data.settings"

@@ -4,8 +4,9 @@ Table 4 of Vaswani et al. (2017) report F1, next to a right-branching baseline.
 
     python scripts/parse_eval.py GENERATE_LOG --data work/wsj/text --split test [--out pred.trees]
 
-GENERATE_LOG is fairseq-generate's stdout: its S- lines (the source words, checked against
-SPLIT.words, so that the log of another split or task is refused) and H- lines (predicted
+GENERATE_LOG is fairseq-generate's stdout: its S- lines (the source words, or sentencepiece pieces
+read back as words, checked against SPLIT.words, so that the log of another split or task is
+refused) and H- lines (predicted
 bracket sequences), in any order. Every H- token that is not a bracket (L / )L is a word slot, XX
 or a word alike (prepare_ptb.py --target-words), and gets the gold word, so both linearizations
 score the same for the same bracketing. --data holds SPLIT.words / .gold / .tags from prepare_ptb.py.
@@ -85,6 +86,7 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = 
     from attn_only_plugin.guards.atomic import atomic_output, check_output_or_exit
     from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
     from attn_only_plugin.parsing.evalb import summary
+    from attn_only_plugin.parsing.pieces import is_pieces, join_pieces
 
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
     if out is not None:  # the shared rule for outputs (issue 30): never an input, replaced only with --force
@@ -99,6 +101,8 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = 
     tags = [line.split() for line in lines("tags")]
     gold = lines("gold")
     sources, hyps = read_log(log)
+    if is_pieces(token for source in sources.values() for token in source):  # a subword source (SUBWORDS=N)
+        sources = {i: join_pieces(source, UNK) for i, source in sources.items()}
     check_sources(log, sources, words, paths["words"])
     result, repaired, trees = score_predictions(read_hypotheses(log, hyps, len(words)), words, gold, tags)
     baseline = right_branching_baseline(words, gold, tags)

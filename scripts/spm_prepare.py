@@ -6,7 +6,10 @@
 
 DIR holds train/valid/test.{src,tgt} plain text. OUT receives spm.model / spm.vocab (one model
 trained on the union of both training sides) and the six files encoded as space-separated
-pieces, ready for `fairseq-preprocess --joined-dictionary`. OUT may not be, hold or lie inside
+pieces, ready for `fairseq-preprocess --joined-dictionary`. With --source-only the model is
+trained on train.{src} alone and only the source side is segmented; the target files are copied
+as they are (subword sources for the parser, whose targets are words and brackets: `--target-words`
+trees need the words whole, docs/parsing.md). OUT may not be, hold or lie inside
 DIR, and an existing OUT is written over only with --force. Files are written atomically; text
 that is not UTF-8 or holds invisible characters (a byte order mark, zero-width spaces) is refused
 (one `error:` line naming the file and line) before anything is written.
@@ -95,8 +98,22 @@ def first_bad_text(path: Path):
     return None
 
 
-def prepare(data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_type: str = "bpe") -> Path:
-    """Train the joint model on data/train.{src,tgt} and encode every split into out/."""
+def copy_file(src: Path, dst: Path) -> int:
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=dst.name + ".")
+    with os.fdopen(fd, "w", encoding="utf-8") as out, open(src, encoding="utf-8-sig") as inp:  # no BOM
+        n = 0
+        for line in inp:
+            out.write(line)
+            n += 1
+    os.replace(tmp, dst)
+    return n
+
+
+def prepare(
+    data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_type: str = "bpe", source_only: bool = False
+) -> Path:
+    """Train the joint model on data/train.{src,tgt} (or on train.{src} alone, source_only) and
+    encode every split into out/ (source_only: the target files copied unchanged)."""
     import sentencepiece as spm
 
     files = {(s, lang): data / f"{s}.{lang}" for s in SPLITS for lang in (src, tgt)}
@@ -115,15 +132,22 @@ def prepare(data: Path, src: str, tgt: str, vocab_size: int, out: Path, model_ty
                 "one sentence per line on both sides, in the same order; align the files first"
             )
     out.mkdir(parents=True, exist_ok=True)
-    print(f"[spm] training a joint {model_type} model, vocabulary {vocab_size}", file=sys.stderr)
+    sides = (src,) if source_only else (src, tgt)
+    print(
+        f"[spm] training a {'source' if source_only else 'joint'} {model_type} model, vocabulary {vocab_size}",
+        file=sys.stderr,
+    )
     with tempfile.TemporaryDirectory(dir=out) as tmp:
-        train_model([files["train", src], files["train", tgt]], Path(tmp) / "spm", vocab_size, model_type)
+        train_model([files["train", lang] for lang in sides], Path(tmp) / "spm", vocab_size, model_type)
         for ext in ("model", "vocab"):
             os.replace(Path(tmp) / f"spm.{ext}", out / f"spm.{ext}")
     model = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
     for (split, lang), path in files.items():
-        n = encode_file(model, path, out / f"{split}.{lang}")
-        print(f"[spm] {split}.{lang}: {n} lines", file=sys.stderr)
+        if lang in sides:
+            n = encode_file(model, path, out / f"{split}.{lang}")
+        else:
+            n = copy_file(path, out / f"{split}.{lang}")
+        print(f"[spm] {split}.{lang}: {n} lines{'' if lang in sides else ', copied'}", file=sys.stderr)
     return out / "spm.model"
 
 
@@ -140,6 +164,11 @@ def main(argv=None) -> None:
     p.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
     p.add_argument("--out", type=Path, required=True, help="the folder to write (not inside --data)")
     p.add_argument("--force", action="store_true", help="write over an existing --out")
+    p.add_argument(
+        "--source-only",
+        action="store_true",
+        help="segment the source side alone (a model of train.SRC); copy the target",
+    )
     a = p.parse_args(argv)
     if a.src == a.tgt:
         fail(f"--src and --tgt are both {a.src!r}: give the two languages of the corpus, e.g. --src en --tgt de")
@@ -147,7 +176,7 @@ def main(argv=None) -> None:
         fail(f"--vocab-size {a.vocab_size} is too small: use at least a few thousand")
     _standalone.load("guards/atomic.py").check_output(a.out, [a.data], a.force)
     try:
-        prepare(a.data, a.src, a.tgt, a.vocab_size, a.out, a.model_type)
+        prepare(a.data, a.src, a.tgt, a.vocab_size, a.out, a.model_type, a.source_only)
     except RuntimeError as e:  # sentencepiece reports e.g. a vocabulary larger than the corpus allows
         fail(f"sentencepiece failed: {str(e).splitlines()[-1]} (try a smaller --vocab-size)")
 

@@ -122,11 +122,15 @@ class ConstituencyParsingTask(PaperTranslationTask):
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         search = getattr(generator, "search", None)
         if isinstance(search, TreeConstrainedBeamSearch):  # this generator's own constraints
-            src_lengths = sample["net_input"]["src_lengths"]  # words + the appended EOS
+            src_lengths = sample["net_input"]["src_lengths"]  # words (or pieces) + the appended EOS
             # SequenceGenerator's own limit: EOS is forced at step max_len
             max_len = min(
                 int(generator.max_len_a * src_lengths.max().item() + generator.max_len_b), generator.max_len - 1
             )
             ids = sample["id"].tolist() if "id" in sample else list(range(len(src_lengths)))
-            search.constraints.set_batch(ids, sample["net_input"]["src_tokens"], max_len)
+            tree = search.constraints
+            tree.set_batch(ids, sample["net_input"]["src_tokens"], max_len)
+            # --max-len-a counts words: a subword source's pieces (more than its words) would loosen it
+            words = tree.n_words.max().item() + 1  # + the EOS, as src_lengths counts it
+            tree.max_len = min(max_len, int(generator.max_len_a * words + generator.max_len_b))
         return super().inference_step(generator, models, sample, prefix_tokens, constraints)

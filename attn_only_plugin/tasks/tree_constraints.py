@@ -7,6 +7,8 @@ words themselves). Allowed:
 - a word slot only while fewer slots than source words have been written: ``XX`` in Vinyals et
   al.'s linearization; in the copy linearization (prepare_ptb.py --target-words) exactly the next
   source word, looked up by its string in the target dictionary (``<unk>`` when it is not there);
+  a source of sentencepiece pieces (a dictionary whose symbols mark word starts with ``▁``,
+  scripts/spm_prepare.py --source-only) counts and spells words by joining each word's pieces;
 - an opening bracket ``(L`` only while a word is still to come and the output length limit
   leaves room to place the remaining words and close every open bracket;
 - a closing bracket only as ``)L`` for the innermost open ``(L``, never right after it (no empty
@@ -33,6 +35,7 @@ from fairseq.search import BeamSearch
 
 from ..guards.errors import PluginError
 from ..parsing.linearize import PLACEHOLDER
+from ..parsing.pieces import is_pieces, join_pieces
 
 
 class TreeConstraints:
@@ -59,6 +62,7 @@ class TreeConstraints:
                 "fairseq-preprocess)"
             )
         self.copy = self.xx == tgt_dict.unk()  # no XX: the words themselves fill the slots
+        self.pieces = is_pieces(src_dict.symbols)  # a subword source
         self.opens: List[int] = sorted(self.close_of)
         # target ids a word slot may never take: brackets and the specials but <unk>
         self.not_words = (
@@ -79,7 +83,7 @@ class TreeConstraints:
         """The batch's source tokens, (B, S), and the generator's output length limit."""
         specials = {self.src_dict.pad(), self.src_dict.eos(), self.src_dict.bos()}
         self.slots = {
-            i: [self.slot_token(t) for t in row if t not in specials]
+            i: [self.slot_token(word) for word in self.words([self.src_dict[t] for t in row if t not in specials])]
             for i, row in zip(sentence_ids, src_tokens.tolist(), strict=True)
         }
         self.max_len = max_len
@@ -90,11 +94,16 @@ class TreeConstraints:
         for row, s in enumerate(self.slots.values()):
             self.slot_table[row, : len(s)] = torch.tensor(s, dtype=torch.long)
 
-    def slot_token(self, source_token: int) -> int:
+    def words(self, symbols: List[str]) -> List[str]:
+        """A sentence's source words from its source symbols: the symbols themselves, or the words
+        a subword source's pieces spell (parsing/pieces.py)."""
+        return join_pieces(symbols, self.src_dict.unk_word) if self.pieces else symbols
+
+    def slot_token(self, word: str) -> int:
         """The target id a source word's slot must hold: XX, or the same word (else <unk>)."""
         if not self.copy:
             return self.xx
-        target = self.tgt_dict.index(self.src_dict[source_token])
+        target = self.tgt_dict.index(word)
         return self.tgt_dict.unk() if target in self.not_words else target
 
     def allowed(self, batch_index: int, prefix: torch.Tensor) -> List[int]:

@@ -132,13 +132,18 @@ def test_out_follows_the_shared_rule(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "relpos, logged",
-    [(None, "'relative_positions': 16"), ("", "'relative_positions': None")],  # SMALL=1's chosen K; RELPOS= : off
+    "setting, logged",
+    [
+        ({}, "'relative_positions': 16"),  # SMALL=1's chosen K
+        ({"RELPOS": ""}, "'relative_positions': None"),  # RELPOS= : off
+        ({"SUBWORDS": "300"}, "'relative_positions': 16"),  # sentencepiece pieces as the source
+    ],
+    ids=["small", "relpos-off", "subwords"],
 )
-def test_recipe_end_to_end_tiny(tmp_path, ptb_files, relpos, logged):
+def test_recipe_end_to_end_tiny(tmp_path, ptb_files, setting, logged):
     env = dict(
-        {k: v for k, v in os.environ.items() if k != "RELPOS"},
-        **({} if relpos is None else {"RELPOS": relpos}),
+        {k: v for k, v in os.environ.items() if k not in ("RELPOS", "SUBWORDS")},
+        **setting,
         WSJ=str(PTB_SAMPLE),
         SPLIT="train=1-20 valid=21-22 test=170-170",
         SMALL="1",
@@ -161,7 +166,9 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files, relpos, logged):
     pcfg = (tmp_path / "pcfg.txt").read_text()  # the treebank PCFG's line, printed beside it
     assert pcfg.startswith("EVALB (COLLINS.prm) on test, 8 sentences") and "treebank PCFG (v=2, h=2, rare 3" in pcfg
     assert pcfg in proc.stdout and len((tmp_path / "test.pcfg").read_text().splitlines()) == 8
-    if relpos is None:  # resuming with another model: one line before any work, the checkpoints untouched
+    pieces = [line.split()[0] for line in (tmp_path / "data-bin" / "dict.words.txt").read_text().splitlines()]
+    assert any(p.startswith("\u2581") for p in pieces) == ("SUBWORDS" in setting)
+    if not setting:  # resuming with another model: one line before any work, the checkpoints untouched
         last = tmp_path / "checkpoints" / "checkpoint_last.pt"
         stamp = last.stat().st_mtime_ns
         again = subprocess.run(

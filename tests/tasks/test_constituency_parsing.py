@@ -269,6 +269,24 @@ def test_a_source_word_spelled_like_a_bracket_gets_an_unk_slot():
     assert walk(d, c, 0, "(S The") == sorted(["<unk>"] + OPENS)
 
 
+PIECES = ("\u2581The", "\u2581ze", "bra", "\u2581s", "at", "\u2581cat", "\u2581", ".")  # sentencepiece's
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_a_source_of_pieces_gets_one_slot_per_word(copy):
+    """scripts/spm_prepare.py --source-only: the slots are the words the pieces spell, not the pieces
+    ("\u2581ze bra" is "zebra"; a lone "\u2581" starts a word that the next piece spells)."""
+    tgt, src = copy_dictionary(placeholder=not copy), source_dictionary(PIECES)
+    c = TreeConstraints(tgt, src)
+    c.set_batch([0, 1], source_batch(src, "\u2581The \u2581ze bra \u2581s at \u2581 .", "\u2581cat"), max_len=50)
+    assert c.pieces and c.n_words.tolist() == [4, 1]
+    slot = "The <unk> sat ." if copy else "XX XX XX XX"
+    assert [tgt[t] for t in c.slots[0]] == slot.split()
+    assert walk(tgt, c, 0, "(S " + " ".join(slot.split()[:3])) == sorted([slot.split()[3]] + OPENS)
+    assert walk(tgt, c, 0, "(S " + slot) == [")S"]  # four words placed, whatever the seven pieces
+    assert not TreeConstraints(tgt, source_dictionary()).pieces  # words: each symbol is a word
+
+
 def test_constrained_beam_search_copies_the_source_words():
     """Through the task with beam 4: every hypothesis of a random model is a tree whose word slots are
     the source words in order (<unk> for the one the target dictionary lacks); --word-dropout, for
@@ -289,3 +307,19 @@ def test_constrained_beam_search_copies_the_source_words():
             tokens = [tgt_dict[t] for t in hypo["tokens"].tolist()][:-1]
             assert delinearize(tokens, sentence.split()).words() == sentence.split()
             assert [t for t in tokens if t[0] not in "()"] == sentence.replace("zebra", "<unk>").split()
+
+
+def test_constrained_beam_search_over_a_source_of_pieces():
+    """Through the task: each hypothesis places the words the pieces spell, and --max-len-a counts
+    those words (3 + EOS -> 1 x 4 + 4 = 8), not the 5 pieces (1 x 6 + 4 = 10)."""
+    src_dict, tgt_dict = source_dictionary(PIECES), copy_dictionary()
+    model = build_model(src_dict, tgt_dict, embedding_sharing="decoder")
+    task = ConstituencyParsingTask(ParsingConfig(constrain_trees=True), src_dict, tgt_dict)
+    generator = task.build_generator([model], SimpleNamespace(beam=4, lenpen=0.3, max_len_a=1, max_len_b=4))
+    src = source_batch(src_dict, "\u2581The \u2581ze bra \u2581s at")
+    sample = {"id": torch.tensor([0]), "net_input": {"src_tokens": src, "src_lengths": torch.tensor([6])}}
+    (beam,) = task.inference_step(generator, [model], sample)
+    assert generator.search.constraints.max_len == 8
+    for hypo in beam:
+        tokens = [tgt_dict[t] for t in hypo["tokens"].tolist()][:-1]
+        assert [t for t in tokens if t[0] not in "()"] == ["The", "<unk>", "sat"] and len(tokens) <= 8
