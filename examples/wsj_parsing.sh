@@ -63,7 +63,7 @@ if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
   if [ -n "${SUBWORDS:-}" ]; then  # the source as sentencepiece pieces (not the paper's): targets keep the words
     "$PY" "$REPO/scripts/spm_prepare.py" --data "$WORK/text" --src words --tgt tree --vocab-size "$SUBWORDS" \
         --source-only --out "$WORK/pieces" --force
-    text="$WORK/pieces"
+    text="$WORK/pieces" PREPROCESS_FLAGS="${PREPROCESS_FLAGS:-} --srcdict $WORK/pieces/dict.words.txt"
   fi
   "$BIN/fairseq-preprocess" --source-lang words --target-lang tree --trainpref "$text/train" \
       --validpref "$text/valid" --testpref "$text/test" --destdir "$WORK/data-bin" \

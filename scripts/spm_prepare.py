@@ -6,10 +6,12 @@
 
 DIR holds train/valid/test.{src,tgt} plain text. OUT receives spm.model / spm.vocab (one model
 trained on the union of both training sides) and the six files encoded as space-separated
-pieces, ready for `fairseq-preprocess --joined-dictionary`. With --source-only the model is
-trained on train.{src} alone and only the source side is segmented; the target files are copied
-as they are (subword sources for the parser, whose targets are words and brackets: `--target-words`
-trees need the words whole, docs/parsing.md). OUT may not be, hold or lie inside
+pieces, ready for `fairseq-preprocess --joined-dictionary`. With --source-only (subword sources
+for the parser, whose `--target-words` trees need the words whole, docs/parsing.md) the model is
+trained on train.{src} alone and only the source side is segmented, the target files are copied
+as they are, and dict.{src}.txt lists every piece (for `fairseq-preprocess --srcdict`: a piece the
+training text never shows would otherwise be <unk> in valid or test text and lose its word
+start). OUT may not be, hold or lie inside
 DIR, and an existing OUT is written over only with --force. Files are written atomically; text
 that is not UTF-8 or holds invisible characters (a byte order mark, zero-width spaces) is refused
 (one `error:` line naming the file and line) before anything is written.
@@ -142,6 +144,11 @@ def prepare(
         for ext in ("model", "vocab"):
             os.replace(Path(tmp) / f"spm.{ext}", out / f"spm.{ext}")
     model = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
+    if source_only:  # every piece in fairseq's dictionary: an unseen one would read as <unk>, losing its word start
+        with _standalone.load("guards/atomic.py").atomic_output(out / f"dict.{src}.txt", "w", encoding="utf-8") as f:
+            f.writelines(
+                f"{model.id_to_piece(i)} 1\n" for i in range(model.get_piece_size()) if not model.is_unknown(i)
+            )
     for (split, lang), path in files.items():
         if lang in sides:
             n = encode_file(model, path, out / f"{split}.{lang}")

@@ -168,6 +168,8 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files, setting, logged):
     assert pcfg in proc.stdout and len((tmp_path / "test.pcfg").read_text().splitlines()) == 8
     pieces = [line.split()[0] for line in (tmp_path / "data-bin" / "dict.words.txt").read_text().splitlines()]
     assert any(p.startswith("\u2581") for p in pieces) == ("SUBWORDS" in setting)
+    if "SUBWORDS" in setting:  # every piece of the model in the dictionary: none of valid's is <unk>
+        assert pieces == (tmp_path / "pieces" / "dict.words.txt").read_text().split()[::2]
     if not setting:  # resuming with another model: one line before any work, the checkpoints untouched
         last = tmp_path / "checkpoints" / "checkpoint_last.pt"
         stamp = last.stat().st_mtime_ns
