@@ -59,16 +59,16 @@ say "linearizing trees (Vinyals et al. 2015)"
 # shellcheck disable=SC2086  # SPLIT and the FLAGS are word lists on purpose
 "$PY" "$REPO/scripts/prepare_ptb.py" --treebank "$WSJ" --out "$WORK/text" --force ${SPLIT:+--split $SPLIT} ${PREPARE_FLAGS:-}
 if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
-  text="$WORK/text"
+  text="$WORK/text" srcdict=()
   if [ -n "${SUBWORDS:-}" ]; then  # the source as sentencepiece pieces (not the paper's): targets keep the words
     "$PY" "$REPO/scripts/spm_prepare.py" --data "$WORK/text" --src words --tgt tree --vocab-size "$SUBWORDS" \
         --source-only --out "$WORK/pieces" --force
-    text="$WORK/pieces" PREPROCESS_FLAGS="${PREPROCESS_FLAGS:-} --srcdict $WORK/pieces/dict.words.txt"
+    text="$WORK/pieces" srcdict=(--srcdict "$WORK/pieces/dict.words.txt")  # every piece, seen in training or not
   fi
   "$BIN/fairseq-preprocess" --source-lang words --target-lang tree --trainpref "$text/train" \
       --validpref "$text/valid" --testpref "$text/test" --destdir "$WORK/data-bin" \
       --nwordssrc 16000 `# section 6.3: 16K source vocabulary for WSJ only` \
-      --workers "$(nproc)" ${PREPROCESS_FLAGS:-} >"$WORK/preprocess.log" 2>&1 || { tail -5 "$WORK/preprocess.log" >&2; exit 1; }
+      --workers "$(nproc)" "${srcdict[@]}" ${PREPROCESS_FLAGS:-} >"$WORK/preprocess.log" 2>&1 || { tail -5 "$WORK/preprocess.log" >&2; exit 1; }
   echo "$data_settings" >"$WORK/data.settings"
 fi
 say "fairseq-train --arch transformer_parse"

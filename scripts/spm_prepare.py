@@ -53,14 +53,15 @@ def train_model(files, prefix: Path, vocab_size: int, model_type: str) -> None:
     )
 
 
-def encode_file(model, src: Path, dst: Path) -> int:
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=dst.name + ".")
-    with os.fdopen(fd, "w", encoding="utf-8") as out, open(src, encoding="utf-8-sig") as inp:  # no BOM
-        n = 0
-        for line in inp:
-            out.write(" ".join(model.encode(line.strip(), out_type=str)) + "\n")
-            n += 1
-    os.replace(tmp, dst)
+def rewrite_file(src: Path, dst: Path, line_of) -> int:
+    """dst written atomically from src's lines (a byte order mark dropped), each through line_of;
+    returns the number of lines."""
+    with _standalone.load("guards/atomic.py").atomic_output(dst, "w", encoding="utf-8") as out:
+        with open(src, encoding="utf-8-sig") as inp:
+            n = 0
+            for line in inp:
+                out.write(line_of(line))
+                n += 1
     return n
 
 
@@ -79,7 +80,7 @@ def _hidden_chars():
 def first_bad_text(path: Path):
     """What is wrong with the first line of `path` that is not UTF-8 or holds a character editors do
     not show (a byte order mark, a zero-width space: it would become part of a piece), with what
-    to do; None when every line is clean. Checked before training: encode_file would otherwise
+    to do; None when every line is clean. Checked before training: rewrite_file would otherwise
     fail with a traceback after the (long) sentencepiece training."""
     hidden = _hidden_chars()
     with open(path, "rb") as f:
@@ -98,17 +99,6 @@ def first_bad_text(path: Path):
                     f"become part of a piece: remove it first, e.g. {hidden.REMOVE.replace('FILE', str(path))}"
                 )
     return None
-
-
-def copy_file(src: Path, dst: Path) -> int:
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=dst.name + ".")
-    with os.fdopen(fd, "w", encoding="utf-8") as out, open(src, encoding="utf-8-sig") as inp:  # no BOM
-        n = 0
-        for line in inp:
-            out.write(line)
-            n += 1
-    os.replace(tmp, dst)
-    return n
 
 
 def prepare(
@@ -151,9 +141,11 @@ def prepare(
             )
     for (split, lang), path in files.items():
         if lang in sides:
-            n = encode_file(model, path, out / f"{split}.{lang}")
+            n = rewrite_file(
+                path, out / f"{split}.{lang}", lambda line: " ".join(model.encode(line.strip(), out_type=str)) + "\n"
+            )
         else:
-            n = copy_file(path, out / f"{split}.{lang}")
+            n = rewrite_file(path, out / f"{split}.{lang}", lambda line: line)
         print(f"[spm] {split}.{lang}: {n} lines{'' if lang in sides else ', copied'}", file=sys.stderr)
     return out / "spm.model"
 

@@ -122,15 +122,13 @@ class ConstituencyParsingTask(PaperTranslationTask):
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         search = getattr(generator, "search", None)
         if isinstance(search, TreeConstrainedBeamSearch):  # this generator's own constraints
-            src_lengths = sample["net_input"]["src_lengths"]  # words (or pieces) + the appended EOS
-            # SequenceGenerator's own limit: EOS is forced at step max_len
-            max_len = min(
-                int(generator.max_len_a * src_lengths.max().item() + generator.max_len_b), generator.max_len - 1
-            )
-            ids = sample["id"].tolist() if "id" in sample else list(range(len(src_lengths)))
+            src_tokens = sample["net_input"]["src_tokens"]  # (B, S)
+            ids = sample["id"].tolist() if "id" in sample else list(range(len(src_tokens)))
             tree = search.constraints
-            tree.set_batch(ids, sample["net_input"]["src_tokens"], max_len)
-            # --max-len-a counts words: a subword source's pieces (more than its words) would loosen it
-            words = tree.n_words.max().item() + 1  # + the EOS, as src_lengths counts it
-            tree.max_len = min(max_len, int(generator.max_len_a * words + generator.max_len_b))
+            cap = generator.max_len - 1  # SequenceGenerator's own cap: EOS is forced at step max_len
+            tree.set_batch(ids, src_tokens, cap)
+            # SequenceGenerator's limit a x (words + EOS) + b, with --max-len-a counting words, not a subword
+            # source's pieces (for a source of words, src_lengths counts the same); never above its own
+            words = tree.n_words.max().item() + 1
+            tree.max_len = min(cap, int(generator.max_len_a * words + generator.max_len_b))
         return super().inference_step(generator, models, sample, prefix_tokens, constraints)
