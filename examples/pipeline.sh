@@ -3,6 +3,7 @@
 #   prepare  : joint sentencepiece (section 5.1) + fairseq-preprocess --joined-dictionary
 #   train_quickstart : the quickstart's CPU-sized training (quickstart.sh, attention_variants.sh)
 #   train_paper      : fairseq-train with the paper's criterion, optimizer and schedule (section 5)
+#   last_checkpoints : the last N checkpoints (the parsing recipe's ensemble decodes them)
 #   average  : mean of the last N checkpoints (section 6.1)
 #   evaluate : beam 4, alpha 0.6, max length = input + 50 (section 6.1); sacreBLEU and
 #              the paper's tokenized, compound-split BLEU
@@ -66,20 +67,25 @@ update_freq() {  # update_freq GPUS MAX_TOKENS: steps of ~25,000 source tokens (
   echo $(( (25000 + per_step - 1) / per_step ))
 }
 
-average() {  # average CHECKPOINT_DIR N: the last N checkpoints, the final weights included
+last_checkpoints() {  # last_checkpoints CHECKPOINT_DIR N: the last N checkpoints, oldest first, one a line
   # fairseq writes no checkpoint_E_U.pt when training stops exactly at an epoch's end, only
   # checkpoint_last.pt: it then stands in for the newest interval checkpoint.
-  local dir=$1 n=$2 inputs
+  local dir=$1 n=$2 inter
   mapfile -t inter < <(find "$dir" -maxdepth 1 -name 'checkpoint_*_*.pt' | sed -E 's/.*_([0-9]+)\.pt$/\1 &/' \
                        | sort -n | cut -d' ' -f2-)
   local count=${#inter[@]} take  # ${a[@]: -k} is empty when k > length: clamp the offsets
   if [ "$count" -gt 0 ] && cmp -s "${inter[-1]}" "$dir/checkpoint_last.pt"; then
     take=$(( n < count ? n : count ))
-    inputs=("${inter[@]:count-take}")
+    printf '%s\n' "${inter[@]:count-take}"
   else
     take=$(( n - 1 < count ? n - 1 : count ))
-    inputs=("${inter[@]:count-take}" "$dir/checkpoint_last.pt")
+    printf '%s\n' "${inter[@]:count-take}" "$dir/checkpoint_last.pt"
   fi
+}
+
+average() {  # average CHECKPOINT_DIR N: the mean of the last N checkpoints, the final weights included
+  local dir=$1 n=$2 inputs
+  mapfile -t inputs < <(last_checkpoints "$dir" "$n")
   say "averaging the last $n checkpoints: ${inputs[*]##*/}"
   "$PY" "$REPO/scripts/average_checkpoints.py" --inputs "${inputs[@]}" --output "$dir/checkpoint_avg.pt" --force
 }

@@ -18,12 +18,22 @@
 # PREPARE_FLAGS, PREPROCESS_FLAGS, TRAIN_FLAGS, GEN_FLAGS override; SUBWORDS=N feeds the encoder
 # sentencepiece pieces of a source vocabulary of N instead of words (not the paper's, nor SMALL=1's;
 # docs/parsing.md); SEED (default 1) the random
-# seed; the last 5 checkpoints, one every SAVE_EVERY updates, are averaged. Valid and test are both
+# seed; the last 5 checkpoints, one every SAVE_EVERY updates, are averaged (section 6.1) and the
+# average decoded; CHECKPOINTS=ensemble decodes the 5 as an ensemble instead (fairseq-generate
+# --path a:b:c, their next-token probabilities averaged; not the paper's). Valid and test are both
 # scored.
 set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
 WSJ="${WSJ:?set WSJ to your treebank folder with wsj_NNNN.mrg files}"
 WORK="${WORK:-$REPO/work/wsj_parsing}"
+CHECKPOINTS="${CHECKPOINTS:-average}"
+case "$CHECKPOINTS" in
+  average) ;;
+  ensemble) [[ "$WORK" != *:* ]] || { echo "error: CHECKPOINTS=ensemble passes the checkpoints as fairseq-generate" \
+                "--path a:b:c, so WORK may not contain ':' ($WORK): give another WORK" >&2; exit 1; } ;;
+  *) echo "error: CHECKPOINTS=$CHECKPOINTS: give 'average' (decode the mean of the last 5 checkpoints) or" \
+          "'ensemble' (decode them as an ensemble)" >&2; exit 1 ;;
+esac
 if [ "${SMALL:-0}" = 1 ]; then  # the sample's setting, chosen on its valid split (docs/parsing.md, "Ablation")
   PREPARE_FLAGS="${PREPARE_FLAGS---target-words}"  # the words themselves in the target (not the paper's XX)
   PREPROCESS_FLAGS="${PREPROCESS_FLAGS---nwordstgt 2000}"  # rarer target words are <unk> slots
@@ -82,12 +92,17 @@ say "fairseq-train --arch transformer_parse"
     --max-update "${UPDATES:-100000}" --save-interval-updates "${SAVE_EVERY:-500}" --keep-interval-updates 5 \
     --no-epoch-checkpoints --save-dir "$WORK/checkpoints" --seed "${SEED:-1}" --log-format simple --log-interval 50 \
     "${SHAPE[@]}" ${TRAIN_FLAGS:-} 2>&1 | tee -a "$WORK/train.log" | grep --line-buffered -E "train_inner|valid on|done training|rror"
-average "$WORK/checkpoints" 5
+average "$WORK/checkpoints" 5  # section 6.1's average, decoded unless CHECKPOINTS=ensemble
+MODELS="$WORK/checkpoints/checkpoint_avg.pt"
+if [ "$CHECKPOINTS" = ensemble ]; then  # the same 5 checkpoints as 5 models, their next-token probabilities averaged
+  mapfile -t last < <(last_checkpoints "$WORK/checkpoints" 5)
+  MODELS="$(IFS=:; echo "${last[*]}")"  # fairseq-generate --path a:b:c
+fi
 parse_split() {  # parse_split SPLIT: decode SPLIT with section 6.3's settings, then EVALB
   say "fairseq-generate on $1: --beam ${BEAM:-21} --lenpen 0.3, max length = ${MAX_LEN_A:-1} x input + ${MAX_LEN_B:-300}"
   # shellcheck disable=SC2046,SC2086  # GEN_FLAGS is a word list on purpose
   "$BIN/fairseq-generate" "$WORK/data-bin" --user-dir "$REPO/attn_only_plugin" \
-      --path "$WORK/checkpoints/checkpoint_avg.pt" --gen-subset "$1" --source-lang words --target-lang tree \
+      --path "$MODELS" --gen-subset "$1" --source-lang words --target-lang tree \
       --task constituency_parsing --constrain-trees `# only well-formed trees over the input words (not in the paper)` \
       --beam "${BEAM:-21}" --lenpen 0.3 --lenpen-style gnmt `# section 6.3: beam 21, alpha 0.3 of GNMT's penalty` \
       --max-len-a "${MAX_LEN_A:-1}" --max-len-b "${MAX_LEN_B:-300}" --batch-size 16 `# section 6.3: input + 300` \

@@ -121,6 +121,9 @@ def test_average_picks_the_last_n(tmp_path, written, last_is_newest, expected):
     script = f'source "{ROOT}/examples/pipeline.sh"; PY=echo; average "{tmp_path}" 5'
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.split()
     assert [Path(p).stem for p in out[out.index("--inputs") + 1 : out.index("--output")]] == expected
+    listed = f'source "{ROOT}/examples/pipeline.sh"; last_checkpoints "{tmp_path}" 5'  # what an ensemble decodes
+    out = subprocess.run(["bash", "-c", listed], capture_output=True, text=True, check=True).stdout
+    assert [Path(p).stem for p in out.splitlines()] == expected
 
 
 def test_quality_recipe_on_a_tiny_slice(tmp_path):

@@ -11,6 +11,8 @@ import pytest
 from .conftest import PTB_SAMPLE
 
 ROOT = Path(__file__).resolve().parents[2]
+SMALL_CHECKPOINTS = "average"  # what SMALL=1 decodes: the mean of the last 5 checkpoints, or them as an ensemble
+OTHER_CHECKPOINTS = {"average": "ensemble", "ensemble": "average"}[SMALL_CHECKPOINTS]
 
 
 def prepare(out, *split):
@@ -137,12 +139,13 @@ def test_out_follows_the_shared_rule(tmp_path):
         ({}, "'relative_positions': 16"),  # SMALL=1's chosen K
         ({"RELPOS": ""}, "'relative_positions': None"),  # RELPOS= : off
         ({"SUBWORDS": "300"}, "'relative_positions': 16"),  # sentencepiece pieces as the source
+        ({"CHECKPOINTS": OTHER_CHECKPOINTS}, "'relative_positions': 16"),  # the decoding SMALL=1 does not choose
     ],
-    ids=["small", "relpos-off", "subwords"],
+    ids=["small", "relpos-off", "subwords", "checkpoints-" + OTHER_CHECKPOINTS],
 )
 def test_recipe_end_to_end_tiny(tmp_path, ptb_files, setting, logged):
     env = dict(
-        {k: v for k, v in os.environ.items() if k not in ("RELPOS", "SUBWORDS")},
+        {k: v for k, v in os.environ.items() if k not in ("RELPOS", "SUBWORDS", "CHECKPOINTS")},
         **setting,
         WSJ=str(PTB_SAMPLE),
         SPLIT="train=1-20 valid=21-22 test=170-170",
@@ -162,6 +165,14 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files, setting, logged):
     assert "; 0 outputs repaired" in report  # --constrain-trees: even a 4-update model writes trees
     assert "--beam 21" in proc.stderr or "beam 21" in proc.stderr
     assert logged in (tmp_path / "train.log").read_text()
+    models = [line for line in (tmp_path / "generate.test.err").read_text().splitlines() if "loading model(s)" in line]
+    decoded = models[0].split("loading model(s) from ")[1].strip().split(":")  # fairseq-generate --path a:b:c
+    average = [str(tmp_path / "checkpoints" / "checkpoint_avg.pt")]
+    # 4 updates in one epoch, one checkpoint each (the last is update 4's): the 4 that the average also took
+    ensemble = [str(tmp_path / "checkpoints" / f"checkpoint_1_{u}.pt") for u in (1, 2, 3, 4)]
+    averaged = "averaging the last 5 checkpoints: " + " ".join(Path(p).name for p in ensemble)
+    assert averaged + "\n" in proc.stderr
+    assert decoded == (ensemble if setting.get("CHECKPOINTS", SMALL_CHECKPOINTS) == "ensemble" else average)
     assert len((tmp_path / "test.pred").read_text().splitlines()) == 8  # every sentence gets a tree
     pcfg = (tmp_path / "pcfg.txt").read_text()  # the treebank PCFG's line, printed beside it
     assert pcfg.startswith("EVALB (COLLINS.prm) on test, 8 sentences") and "treebank PCFG (v=2, h=2, rare 3" in pcfg
@@ -236,3 +247,13 @@ def test_split_ranges_that_overlap_or_repeat_are_refused(tmp_path):
         "trees would be in both: give ranges that do not share files"
     ]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("work, problem", [("ok", "CHECKPOINTS=mean: give 'average'"), ("a:b", "may not contain ':'")])
+def test_recipe_refuses_a_bad_checkpoints_setting_before_any_work(tmp_path, work, problem):
+    """CHECKPOINTS names how the last 5 checkpoints are decoded; anything else is one line, nothing written."""
+    env = dict(os.environ, WSJ=str(PTB_SAMPLE), SMALL="1", WORK=str(tmp_path / work))
+    env["CHECKPOINTS"] = "mean" if work == "ok" else "ensemble"
+    proc = subprocess.run(["bash", str(ROOT / "examples" / "wsj_parsing.sh")], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1 and problem in proc.stderr, proc.stderr
+    assert not (tmp_path / work).exists()
