@@ -168,7 +168,9 @@ def generated(models, tmp_path_factory):
         text=True,
         cwd=ROOT,
         env=ENV,
-        timeout=TIMEOUT,
+        # a guard against a hang, not a speed target: this one process runs all 44 generations, which
+        # took over 300 s (TIMEOUT, one CLI run's limit) on 2 cores shared with five other jobs
+        timeout=TIMEOUT * 4,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {name: (out / f"{name}.txt").read_text() for name in runs}
