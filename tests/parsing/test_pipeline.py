@@ -249,11 +249,13 @@ def test_split_ranges_that_overlap_or_repeat_are_refused(tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("work, problem", [("ok", "CHECKPOINTS=mean: give 'average'"), ("a:b", "may not contain ':'")])
-def test_recipe_refuses_a_bad_checkpoints_setting_before_any_work(tmp_path, work, problem):
+@pytest.mark.parametrize(
+    "checkpoints, work, problem",
+    [("mean", "work", "CHECKPOINTS=mean: give 'average'"), ("ensemble", "a:b", "may not contain ':'")],
+)
+def test_recipe_refuses_a_bad_checkpoints_setting_before_any_work(tmp_path, checkpoints, work, problem):
     """CHECKPOINTS names how the last 5 checkpoints are decoded; anything else is one line, nothing written."""
-    env = dict(os.environ, WSJ=str(PTB_SAMPLE), SMALL="1", WORK=str(tmp_path / work))
-    env["CHECKPOINTS"] = "mean" if work == "ok" else "ensemble"
+    env = dict(os.environ, WSJ=str(PTB_SAMPLE), SMALL="1", WORK=str(tmp_path / work), CHECKPOINTS=checkpoints)
     proc = subprocess.run(["bash", str(ROOT / "examples" / "wsj_parsing.sh")], capture_output=True, text=True, env=env)
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1 and problem in proc.stderr, proc.stderr
     assert not (tmp_path / work).exists()
