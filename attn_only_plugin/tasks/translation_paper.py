@@ -17,6 +17,8 @@ from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from .paper_search import BEAM_STOPS, stopping_rule
+
 LENPEN_STYLES = ChoiceEnum(["fairseq", "gnmt"])
 
 
@@ -54,6 +56,21 @@ class PaperTranslationConfig(TranslationConfig):
             "via [38]) with alpha = --lenpen; 'fairseq': logP / |Y|^alpha"
         },
     )
+    beam_stop: BEAM_STOPS = field(
+        default="fairseq",  # fairseq's rule, not the paper's (section 6.1's search): decodes made before reproduce
+        metadata={
+            "help": "'paper': tensor2tensor's beam search, as the paper decoded (section 6.1): every ended "
+            "candidate kept, the best beam of them, stop when no alive hypothesis can beat them; 'fairseq': "
+            "stop once beam hypotheses have ended (see tasks/paper_search.py)"
+        },
+    )
+    patience: float = field(
+        default=1.0,  # fairseq's rule as it is; not in the paper (Kasai et al. 2022)
+        metadata={
+            "help": "with --beam-stop fairseq, stop a sentence once round(patience x beam) hypotheses have "
+            "ended and return the best beam of them (Kasai et al. 2022; CTranslate2's name); 1: fairseq's rule"
+        },
+    )
 
 
 @register_task("translation_paper", dataclass=PaperTranslationConfig)
@@ -61,6 +78,9 @@ class PaperTranslationTask(TranslationTask):
     """TranslationTask whose generator can apply the paper's (GNMT) length penalty."""
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        seq_gen_cls, extra_gen_cls_kwargs = stopping_rule(
+            self.cfg, args, seq_gen_cls, extra_gen_cls_kwargs, gnmt_length_penalty
+        )
         if (
             str(self.cfg.lenpen_style) == "gnmt"
             and seq_gen_cls is None
