@@ -1,4 +1,4 @@
-"""The paper's beam search stopping rule, `--beam-stop paper`, and a patience factor, `--patience`.
+"""The paper's beam search stopping rule, `--beam-stop paper`, and a patience factor, `--beam-patience`.
 
 Section 6.1 of Vaswani et al. (2017): "beam search with a beam size of 4 and length penalty
 alpha = 0.6 [38]", run by tensor2tensor's utils/beam_search.py. Its search and fairseq 0.12's
@@ -17,10 +17,14 @@ stop differently:
 
 `--beam-stop paper` gives tensor2tensor's rule; the length cap stays fairseq's (--max-len-a/b;
 tensor2tensor's was input length + 50), and a sentence with nothing finished at the cap keeps
-what fairseq's forced end-of-sentence at the cap gives. fairseq's rule stays the default, so
-that decodes made before reproduce. `--patience p` (Kasai et al. 2022; CTranslate2's name) keeps
-fairseq's rule but waits for round(p x beam) finished hypotheses, then returns the best beam of
-them; it is refused with the paper's rule, whose stop is a bound, not a count.
+what fairseq's forced end-of-sentence at the cap gives. A sentence may return fewer than beam
+hypotheses: it stops once no alive one can beat the worst finished one, however many finished.
+fairseq's rule stays the default, so that decodes made before reproduce.
+
+`--beam-patience p` (Kasai et al. 2022; CTranslate2's `patience`, renamed because fairseq's
+`--patience` is training's early stopping) keeps fairseq's rule but waits for round(p x beam)
+finished hypotheses, then returns the best beam of them; it is refused with the paper's rule,
+whose stop is a bound, not a count.
 
 How, without copying fairseq's search loop: `EndsFirst` wraps the search object and stably moves
 the end-of-sentence candidates to the front of the 2 x beam (a beam holds one end-of-sentence
@@ -47,7 +51,7 @@ from ..guards.errors import PluginError
 
 BEAM_STOPS = ChoiceEnum(["fairseq", "paper"])
 NOT_BEAM = (
-    "--beam-stop paper and --patience change plain beam search: drop --sampling, --diverse-beam-groups, "
+    "--beam-stop paper and --beam-patience change plain beam search: drop --sampling, --diverse-beam-groups, "
     "--diversity-rate, --match-source-len, --constraints and the like"
 )
 
@@ -201,19 +205,23 @@ def stopping_rule(cfg, args, seq_gen_cls, extra_gen_cls_kwargs, gnmt_penalty: Ca
     """The generator class and its extra arguments for a task's build_generator: unchanged for
     fairseq's rule without patience, else StoppingRuleGenerator with the task's length penalty
     (gnmt_penalty for --lenpen-style gnmt). Combinations it cannot honour are refused in one line."""
-    beam_stop, patience = str(getattr(cfg, "beam_stop", "fairseq")), getattr(cfg, "patience", 1.0)
+    beam_stop, patience = str(getattr(cfg, "beam_stop", "fairseq")), getattr(cfg, "beam_patience", 1.0)
     if beam_stop not in BEAM_STOPS._member_names_:
         raise PluginError(f"beam_stop={beam_stop!r}: give 'fairseq' (the default) or 'paper'")
     if isinstance(patience, bool) or not isinstance(patience, (int, float)) or not 0 < patience < math.inf:
-        raise PluginError(f"--patience {patience!r}: give a number > 0 (1 is fairseq's own rule)")
+        raise PluginError(f"--beam-patience {patience!r}: give a number > 0 (1 is fairseq's own rule)")
     if beam_stop == "fairseq" and patience == 1:
         return seq_gen_cls, extra_gen_cls_kwargs
     if beam_stop == "paper" and patience != 1:
-        raise PluginError("--patience works with --beam-stop fairseq: the paper's rule stops by a bound, not a count")
+        raise PluginError(
+            "--beam-patience works with --beam-stop fairseq: the paper's rule stops by a bound, not a count"
+        )
     if getattr(args, "print_alignment", False):
-        raise PluginError("--print-alignment is not supported with --beam-stop paper or --patience: drop one")
+        raise PluginError("--print-alignment is not supported with --beam-stop paper or --beam-patience: drop one")
     if seq_gen_cls is not None:
-        raise PluginError(f"--beam-stop and --patience decode with their own generator, not {seq_gen_cls.__name__}")
+        raise PluginError(
+            f"--beam-stop and --beam-patience decode with their own generator, not {seq_gen_cls.__name__}"
+        )
     gnmt = str(getattr(cfg, "lenpen_style", "fairseq")) == "gnmt"
     kwargs = dict(extra_gen_cls_kwargs or {}, beam_stop=beam_stop, patience=patience)
     return StoppingRuleGenerator, dict(kwargs, length_penalty=gnmt_penalty if gnmt else None)

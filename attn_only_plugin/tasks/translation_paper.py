@@ -64,7 +64,8 @@ class PaperTranslationConfig(TranslationConfig):
             "stop once beam hypotheses have ended (see tasks/paper_search.py)"
         },
     )
-    patience: float = field(
+    # CTranslate2 calls it patience; fairseq's own --patience is training's early stopping
+    beam_patience: float = field(
         default=1.0,  # fairseq's rule as it is; not in the paper (Kasai et al. 2022)
         metadata={
             "help": "with --beam-stop fairseq, stop a sentence once round(patience x beam) hypotheses have "

@@ -1,4 +1,4 @@
-"""tensor2tensor's beam search stopping rule (section 6.1), `--beam-stop paper`, and `--patience`
+"""tensor2tensor's beam search stopping rule (section 6.1), `--beam-stop paper`, and `--beam-patience`
 (tasks/paper_search.py): checked against exhaustive enumeration on a toy model whose next-token
 distribution is a fixed function of the source and the prefix, and against fairseq's rule on a
 tiny random model."""

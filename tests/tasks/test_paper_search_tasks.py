@@ -1,4 +1,4 @@
-"""`--beam-stop paper` and `--patience` through the tasks (tasks/paper_search.py) on tiny random
+"""`--beam-stop paper` and `--beam-patience` through the tasks (tasks/paper_search.py) on tiny random
 models: against fairseq's rule, a teacher-forced pass, one sentence at a time, parsing with
 `--constrain-trees` and an ensemble, and the combinations refused."""
 
@@ -113,7 +113,7 @@ def test_patience_one_is_fairseqs_rule_and_two_never_worse(style):
     for a, b in zip(fairseq, patience1, strict=True):
         assert [h["tokens"].tolist() for h in a] == [h["tokens"].tolist() for h in b]
         assert [float(h["score"]) for h in a] == pytest.approx([float(h["score"]) for h in b], abs=1e-6)
-    _, patience2 = decode(model, d, sample, {"lenpen_style": style, "patience": 2.0})
+    _, patience2 = decode(model, d, sample, {"lenpen_style": style, "beam_patience": 2.0})
     assert all(len(beam) == 4 for beam in patience2)
     pairs = list(zip(best(patience2), best(fairseq), strict=True))
     assert all(p >= f - 1e-6 for p, f in pairs)
@@ -151,9 +151,9 @@ def test_parsing_with_an_ensemble_gives_trees(constrain):
     [
         ({"beam_stop": "paper"}, {"sampling": True}, "plain beam search"),
         ({"beam_stop": "paper"}, {"diverse_beam_groups": 2}, "plain beam search"),
-        ({"patience": 2.0}, {"diversity_rate": 0.5}, "plain beam search"),
-        ({"beam_stop": "paper", "patience": 2.0}, {}, "--patience works with --beam-stop fairseq"),
-        ({"patience": 0.0}, {}, "give a number > 0"),
+        ({"beam_patience": 2.0}, {"diversity_rate": 0.5}, "plain beam search"),
+        ({"beam_stop": "paper", "beam_patience": 2.0}, {}, "--beam-patience works with --beam-stop fairseq"),
+        ({"beam_patience": 0.0}, {}, "give a number > 0"),
         ({"beam_stop": "paper"}, {"print_alignment": "hard"}, "--print-alignment"),
         ({"beam_stop": "best"}, {}, "give 'fairseq' (the default) or 'paper'"),
     ],

@@ -1,0 +1,68 @@
+"""`--beam-stop paper` in the real CLIs: fairseq-generate and fairseq-interactive on a toy model
+trained for a few updates (tests/toy_training.py), its scores as fairseq prints them, the two
+rules compared by scripts/compare_search.py, and an unknown rule refused by fairseq's parser."""
+
+import subprocess
+import sys
+
+import pytest
+
+from attn_only_plugin.tasks.translation_paper import gnmt_length_penalty
+from toy_training import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data, train_args
+
+DECODE = ["--task", "translation_paper", "--beam", 4, "--lenpen", 0.6, "--lenpen-style", "gnmt"]
+DECODE += ["--max-len-a", 1, "--max-len-b", 5, "--cpu", "--user-dir", PLUGIN]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("paper_search")
+    data = toy_data(root, n_test=20)
+    run(BIN / "fairseq-train", *train_args(data, root / "ckpt", 30, 0.0))
+    return data, root / "ckpt" / "checkpoint_last.pt"
+
+
+def columns(stdout: str, prefix: str) -> dict:
+    """fairseq's PREFIX<id> lines: id -> their tab-separated columns after the first."""
+    return {
+        int(line.split("\t")[0][len(prefix) :]): line.split("\t")[1:]
+        for line in stdout.splitlines()
+        if line.startswith(prefix)
+    }
+
+
+def test_generate_prints_paper_scores_never_below_fairseqs(trained, tmp_path):
+    """H- = the sum of the P- column / lp(|Y|) (EOS counted; fairseq prints both in log2), and
+    compare_search.py finds no sentence where fairseq's rule scores higher."""
+    data, checkpoint = trained
+    logs = {}
+    for rule in ("fairseq", "paper"):
+        args = [data, "--path", checkpoint, "--gen-subset", "test", "--beam-stop", rule, *DECODE]
+        logs[rule] = tmp_path / f"{rule}.txt"
+        logs[rule].write_text(run(BIN / "fairseq-generate", *args).stdout)
+    out = logs["paper"].read_text()
+    hypos, positional = columns(out, "H-"), columns(out, "P-")
+    assert len(hypos) == 20
+    for i, (score, text) in hypos.items():
+        per_token = [float(x) for x in positional[i][0].split()]
+        assert len(per_token) == len(text.split()) + 1
+        assert float(score) == pytest.approx(sum(per_token) / gnmt_length_penalty(len(per_token), 0.6), abs=2e-3)
+    compare = [sys.executable, ROOT / "scripts" / "compare_search.py", logs["fairseq"], logs["paper"]]
+    proc = subprocess.run([str(c) for c in compare], capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    assert proc.returncode == 0 and proc.stdout.startswith("20 sentences;"), proc.stdout + proc.stderr
+    (fairseq_row,) = [line for line in proc.stdout.splitlines() if line.startswith(f"| {logs['fairseq']} |")]
+    assert fairseq_row.endswith("| 0 |")  # higher on no sentence
+
+
+def test_interactive_decodes_with_the_paper_rule_and_an_unknown_rule_is_refused(trained):
+    data, checkpoint = trained
+    cmd = [BIN / "fairseq-interactive", data, "--path", checkpoint, "--beam-stop", "paper", *DECODE]
+    cmd += ["--source-lang", "src", "--target-lang", "tgt"]
+    proc = subprocess.run(
+        [str(c) for c in cmd], input="1 2 3\n4 5\n", capture_output=True, text=True, env=ENV, timeout=TIMEOUT
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(columns(proc.stdout, "H-")) == 2
+    cmd[cmd.index("paper")] = "best"
+    proc = subprocess.run([str(c) for c in cmd], input="", capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    assert proc.returncode == 2 and "invalid choice: 'best'" in proc.stderr, proc.stderr[-2000:]
