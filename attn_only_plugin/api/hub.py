@@ -11,6 +11,7 @@ applied to the input and removed from the output inside. Checkpoints load with t
 loader (see safe_load.py).
 """
 
+import contextlib
 import re
 from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
@@ -97,9 +98,16 @@ class Translator:
         max_len_b: int = 50,
         **kwargs,
     ):
-        """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50."""
+        """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50. The decoding
+        options of the translation_paper task also go here: lenpen_style, beam_stop, beam_patience
+        (e.g. beam_stop="paper", the paper's search: tasks/paper_search.py)."""
         check_decoding(beam, lenpen, max_len_a, max_len_b)
+        task_options = {k: kwargs.pop(k) for k in TASK_DECODING if k in kwargs}
         _unknown(kwargs, _fairseq_options("generation"), "translate()")
+        with _task_options(self.hub.task, task_options):
+            return self._translate(sentences, beam, lenpen, max_len_a, max_len_b, **kwargs)
+
+    def _translate(self, sentences, beam, lenpen, max_len_a, max_len_b, **kwargs):
         single = isinstance(sentences, str)
         batch = [sentences] if single else _batch(sentences)
         for i, s in enumerate(batch):
@@ -138,6 +146,32 @@ class Translator:
         out["source_tokens"] = [self.hub.src_dict[i] for i in src.tolist()]
         out["target_tokens"] = [tgt_dict[i] for i in tgt.tolist()]
         return out
+
+
+TASK_DECODING = ("lenpen_style", "beam_stop", "beam_patience")  # translation_paper's decoding options
+
+
+@contextlib.contextmanager
+def _task_options(task, options: dict):
+    """The task's config with these decoding options for the duration of a call."""
+    missing = [k for k in options if getattr(task.cfg, k, None) is None]
+    if missing:
+        raise PluginError(
+            f"translate() got {', '.join(missing)}, which this checkpoint's task "
+            f"({getattr(task.cfg, '_name', type(task).__name__)}) does not have: they need a model trained "
+            "with --task translation_paper or constituency_parsing"
+        )
+    saved = {k: getattr(task.cfg, k) for k in options}
+    try:
+        for k, v in options.items():
+            try:
+                setattr(task.cfg, k, v)
+            except ValueError as e:  # omegaconf's ValidationError: e.g. beam_stop="best"
+                raise PluginError(f"translate(): {k}={v!r} is not one of its values ({type(e).__name__})") from None
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(task.cfg, k, v)
 
 
 def _whole(value, name: str, low: int) -> None:

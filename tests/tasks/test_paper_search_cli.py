@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from attn_only_plugin.tasks.paper_search import StoppingRuleGenerator
 from attn_only_plugin.tasks.translation_paper import gnmt_length_penalty
 from toy_training import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data, train_args
 
@@ -18,7 +19,7 @@ DECODE += ["--max-len-a", 1, "--max-len-b", 5, "--cpu", "--user-dir", PLUGIN]
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("paper_search")
     data = toy_data(root, n_test=20)
-    run(BIN / "fairseq-train", *train_args(data, root / "ckpt", 30, 0.0))
+    run(BIN / "fairseq-train", *train_args(data, root / "ckpt", 30, 0.0, "--task", "translation_paper"))
     return data, root / "ckpt" / "checkpoint_last.pt"
 
 
@@ -54,7 +55,11 @@ def test_generate_prints_paper_scores_never_below_fairseqs(trained, tmp_path):
     assert fairseq_row.endswith("| 0 |")  # higher on no sentence
 
 
-def test_interactive_decodes_with_the_paper_rule_and_an_unknown_rule_is_refused(trained):
+def test_interactive_and_the_python_api_decode_alike_and_refuse_an_unknown_rule(trained, monkeypatch):
+    """fairseq-interactive --beam-stop paper and translate(..., beam_stop="paper") give the same
+    hypotheses; the task's own setting is back after the call; "best" is refused by both."""
+    import attn_only_plugin
+
     data, checkpoint = trained
     cmd = [BIN / "fairseq-interactive", data, "--path", checkpoint, "--beam-stop", "paper", *DECODE]
     cmd += ["--source-lang", "src", "--target-lang", "tgt"]
@@ -62,7 +67,17 @@ def test_interactive_decodes_with_the_paper_rule_and_an_unknown_rule_is_refused(
         [str(c) for c in cmd], input="1 2 3\n4 5\n", capture_output=True, text=True, env=ENV, timeout=TIMEOUT
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert len(columns(proc.stdout, "H-")) == 2
+    hypos = columns(proc.stdout, "H-")
+    mt = attn_only_plugin.load(checkpoint.parent, checkpoint_file=checkpoint.name, data=str(data))
+    calls, generate = [], StoppingRuleGenerator._generate
+    monkeypatch.setattr(
+        StoppingRuleGenerator, "_generate", lambda self, *a, **k: calls.append(1) or generate(self, *a, **k)
+    )
+    paper = mt.translate(["1 2 3", "4 5"], lenpen_style="gnmt", beam_stop="paper", max_len_b=5)
+    assert paper == [hypos[0][1], hypos[1][1]] and calls  # through the paper's search
+    assert str(mt.hub.task.cfg.beam_stop) == "fairseq" and str(mt.hub.task.cfg.lenpen_style) == "fairseq"
+    with pytest.raises(attn_only_plugin.PluginError, match="beam_stop='best' is not one of its values"):
+        mt.translate("1 2", beam_stop="best")
     cmd[cmd.index("paper")] = "best"
     proc = subprocess.run([str(c) for c in cmd], input="", capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
     assert proc.returncode == 2 and "invalid choice: 'best'" in proc.stderr, proc.stderr[-2000:]
