@@ -7,6 +7,8 @@ lp(Y) = ((5 + |Y|) / 6)^alpha and rank finished hypotheses by log P(Y|X) / lp(Y)
 --lenpen divides by |Y|^alpha instead, which favours long hypotheses more strongly.
 `--lenpen-style gnmt` gives the paper's penalty with alpha = --lenpen; the default keeps
 fairseq's. |Y| counts the end-of-sentence token in both (as tensor2tensor's beam search does).
+`--beam-stop paper` gives tensor2tensor's beam search stopping rule, `--beam-patience p` fairseq's
+rule with a patience factor (both in tasks/paper_search.py).
 """
 
 import math
