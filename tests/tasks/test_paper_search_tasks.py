@@ -168,3 +168,20 @@ def test_what_the_rules_cannot_honour_is_refused_in_one_line(task_cfg, gen, mess
     with pytest.raises(PluginError, match=message.replace("(", r"\(").replace(")", r"\)")) as error:
         task.build_generator([build_model(d)], args)
     assert "\n" not in str(error.value)
+
+
+def test_prefix_tokens_are_kept_and_the_paper_rule_still_scores_at_least_fairseqs():
+    """fairseq-generate --prefix-size 2: every hypothesis starts with its sentence's prefix, and the
+    paper's rule is still never below fairseq's with the same prefix."""
+    d = make_dictionary()
+    model, sample = build_model(d), batch(d, B=8)
+    prefix = sample["net_input"]["src_tokens"][:, -3:-1]  # (B, 2): two words of each source
+    results = {}
+    for rule in ("fairseq", "paper"):
+        task = PaperTranslationTask(PaperTranslationConfig(lenpen_style="gnmt", beam_stop=rule), d, d)
+        args = SimpleNamespace(beam=4, lenpen=0.6, max_len_a=1, max_len_b=5, sampling=False)
+        with torch.no_grad():
+            results[rule] = task.build_generator([model], args).generate([model], sample, prefix_tokens=prefix)
+    for row, beam in enumerate(results["paper"]):
+        assert all(h["tokens"][:2].tolist() == prefix[row].tolist() for h in beam)
+    assert all(p >= f - 1e-6 for p, f in zip(best(results["paper"]), best(results["fairseq"]), strict=True))
