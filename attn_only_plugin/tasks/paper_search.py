@@ -220,7 +220,7 @@ def stopping_rule(cfg, args, seq_gen_cls, extra_gen_cls_kwargs, gnmt_penalty: Ca
         raise PluginError("--print-alignment is not supported with --beam-stop paper or --beam-patience: drop one")
     if seq_gen_cls is not None:
         raise PluginError(
-            f"--beam-stop and --beam-patience decode with their own generator, not {seq_gen_cls.__name__}"
+            f"--beam-stop and --beam-patience decode with their own generator, not {seq_gen_cls.__name__}: drop them"
         )
     gnmt = str(getattr(cfg, "lenpen_style", "fairseq")) == "gnmt"
     kwargs = dict(extra_gen_cls_kwargs or {}, beam_stop=beam_stop, patience=patience)
