@@ -36,7 +36,7 @@ _FAIRSEQ_INPUT_ERRORS = {
     "Dataset not found: ": "fairseq-preprocess wrote no such split into that folder; give it --trainpref/--validpref/"
     "--testpref, or choose an existing split with --valid-subset / --gen-subset",
     "Optimizer does not match; ": "the checkpoint's Adam moments are another optimizer's (the recipes use "
-    "paper_adam since 2026-11-24): resume with its --optimizer, or keep the weights "
+    "paper_adam): resume with its --optimizer, or keep the weights "
     "and start new moments with --reset-optimizer",
 }
 
