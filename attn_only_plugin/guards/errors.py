@@ -118,7 +118,11 @@ def install_excepthook():
     every exception of the run and prints it with a traceback (run_and_report) unless
     HYDRA_FULL_ERROR=1, which makes it re-raise: we set that (when the user has not set it) so that
     the exception reaches this hook too. Idempotent."""
+    from .wrap import record
+
     if getattr(sys.excepthook, "__name__", "") != "_excepthook":
         sys.excepthook = _excepthook
+    record("sys.excepthook")
     if "fairseq_cli.hydra_train" in sys.modules:
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+        record("os.environ.HYDRA_FULL_ERROR")
