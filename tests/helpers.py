@@ -36,7 +36,8 @@ from attn_only_plugin.models.transformer import AttnOnlyTransformer, Transformer
 
 PLUGIN = str(ROOT / "attn_only_plugin")
 BIN = Path(sys.executable).parent
-ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
+ONE_THREAD = dict(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
+ENV = dict(os.environ, **ONE_THREAD)  # the environment at import; run() takes it at each call
 TIMEOUT = 300  # seconds a training of the toy model may take before a test gives up on it
 TINY = ["--encoder-layers", "2", "--decoder-layers", "2", "--d-model", "32", "--d-ff", "64", "--heads", "4"]
 PAPER = ["--criterion", "paper_label_smoothed_ce", "--lr-scheduler", "noam", "--optimizer", "paper_adam"]
@@ -224,7 +225,7 @@ def run(tool, *args, ok=True, stdin=None, cwd=None, timeout=900):
         text=True,
         input=stdin,
         cwd=cwd or ROOT,
-        env=ENV,
+        env=dict(os.environ, **ONE_THREAD),
         timeout=timeout,
     )
     if ok and proc.returncode != 0:
