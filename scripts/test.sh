@@ -15,4 +15,4 @@ if [ "${1:-}" = "--fast" ]; then
   shift
   TIER=(-m "not slow")  # the `slow` marker: tests/conftest.py, docs/development.md "Test tiers"
 fi
-exec "${VENV:-$ROOT/.venv}/bin/python" -m pytest "${TIER[@]}" "${@:--q}"
+exec "${VENV:-$ROOT/.venv}/bin/python" -m pytest ${TIER[@]+"${TIER[@]}"} "${@:--q}"

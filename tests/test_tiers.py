@@ -81,3 +81,25 @@ def test_cli_and_fixture_tests_are_slow_in_process_tests_are_not(request):
     assert not any(_marked(request, "modules/test_attention.py").values())
     tiers = _marked(request, "test_tiers.py")
     assert not tiers["tests/test_tiers.py::test_what_starts_a_process_is_read_from_the_code"]
+
+
+def test_test_sh_fast_leaves_the_slow_tests_out():
+    """`bash scripts/test.sh --fast` (after its install check) collects the fast tests only; without
+    --fast it collects both tiers."""
+    paths = ["tests/test_tiers.py", "tests/test_end_to_end.py"]
+
+    def collected(*flags):
+        proc = subprocess.run(
+            ["bash", str(helpers.ROOT / "scripts" / "test.sh"), *flags, "--collect-only", "-q", *paths],
+            capture_output=True,
+            text=True,
+            cwd=helpers.ROOT,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        return [line for line in proc.stdout.splitlines() if "::" in line]
+
+    fast, everything = collected("--fast"), collected()
+    assert fast and not any("test_end_to_end.py" in nodeid for nodeid in fast)
+    assert "tests/test_tiers.py::test_what_starts_a_process_is_read_from_the_code" in fast
+    assert any("test_end_to_end.py" in nodeid for nodeid in everything) and set(fast) < set(everything)
