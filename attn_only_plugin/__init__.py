@@ -14,8 +14,6 @@ every error that ends a run into a one-line message (guards/errors.py, guards/ex
 The layers (which folder may import which) are in docs/development.md and pyproject.toml.
 """
 
-import sys
-
 __version__ = "0.1.0"
 
 from . import fairseq_fixes  # noqa: E402
@@ -31,30 +29,3 @@ from . import criterions, lr_scheduler, models, optim, tasks  # noqa: E402,F401 
 from .api.hub import load  # noqa: E402,F401  (Python API)
 from .api.hub_ctranslate2 import load_ctranslate2  # noqa: E402,F401  (Python API on a CTranslate2 export)
 from .guards.errors import PluginError  # noqa: E402,F401  (what every bad input raises)
-
-# isort: split
-# Compatibility aliases, nothing else: the import paths these modules had before they moved into
-# guards/, api/ and export/ (issue 31), e.g. `from attn_only_plugin.errors import PluginError`, keep
-# working as the same module objects. New code imports the new paths.
-from .api import hub, hub_ctranslate2  # noqa: E402
-from .export import fairseq as _export_fairseq  # noqa: E402
-from .guards import atomic, explain, hidden_chars, results_file, save_dir  # noqa: E402
-
-_OLD_PATHS = {
-    "input_checks": input_checks,
-    "data_checks": data_checks,
-    "hidden_chars": hidden_chars,
-    "safe_load": safe_load,
-    "save_dir": save_dir,
-    "results_file": results_file,
-    "atomic": atomic,
-    "errors": errors,
-    "explain": explain,
-    "hub": hub,
-    "hub_ctranslate2": hub_ctranslate2,
-    "convert": _export_fairseq,
-}
-for _old, _module in _OLD_PATHS.items():
-    sys.modules[f"{__name__}.{_old}"] = _module
-    globals()[_old] = _module
-del _old, _module

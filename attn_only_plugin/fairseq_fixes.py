@@ -68,7 +68,7 @@ import time
 
 import numpy as np
 
-from .guards.wrap import wrap_once
+from .guards.wrap import record, wrap_once
 
 
 def batch_by_size(
@@ -303,6 +303,8 @@ def install() -> None:
         _original = data_utils.batch_by_size
         data_utils.batch_by_size = batch_by_size
         atexit.register(stop_prefetch_threads)
+    record("fairseq.data.data_utils.batch_by_size")
+    record("atexit.stop_prefetch_threads")
     wrap_once(FairseqTask, "get_batch_iterator", _epoch_independent_batches)
     wrap_once(PathManager, "copy", _atomic_copy)
     wrap_once(checkpoint_utils, "torch_persistent_save", _atomic_persistent_save)

@@ -13,7 +13,7 @@ PY="${VENV:-$REPO/.venv}/bin/python"
 BIN="$(dirname "$PY")"
 # glibc's malloc: reuse freed blocks up to 32 MB instead of handing them back to the kernel, so
 # that a CPU training step does not page-fault its fresh activations in again (speed only; the
-# numbers are the same). Measured here, both models alike: steps 7-10% faster. Yours if set.
+# numbers are the same; docs/speed.md, "Page faults", has the measurement). Yours if set.
 export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-33554432}"
 export MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-4294967296}"
 

@@ -28,7 +28,7 @@ fi
 say "pooling and splitting: 1,000 test, 1,000 valid, the rest train (seed 1)"
 "$PY" "$REPO/scripts/shuffle_split.py" --data "$CORPUS" --src en --tgt de --test "${TEST:-1000}" \
     --valid "${VALID:-1000}" --seed 1 --out "$WORK/raw"
-prepare "$WORK/raw" en de "${VOCAB:-8000}" "$WORK" unigram  # section 5.1's shared vocabulary, unigram as issue 20 specified
+prepare "$WORK/raw" en de "${VOCAB:-8000}" "$WORK" unigram  # section 5.1's shared vocabulary, unigram as docs/quality.md specifies
 # shellcheck disable=SC2086  # SEEDS and RECIPES are word lists on purpose
 "$PY" "$REPO/scripts/compare_quality.py" --data-bin "$WORK/data-bin" --work "$WORK/runs" \
     --updates "${UPDATES:-2500}" --seeds ${SEEDS:-1 2 3} --recipes ${RECIPES:-alike} \

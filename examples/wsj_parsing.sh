@@ -6,11 +6,10 @@
 #   WSJ=../shared/data/ptb-sample SPLIT="train=1-159 valid=160-169 test=170-179" \
 #       SMALL=1 bash examples/wsj_parsing.sh                                           # CPU sample run
 #
-# Expected: 91.3 F1 (EVALB, COLLINS.prm) with the full WSJ on GPUs; on the sample with SMALL=1,
-# 81.60 +- 1.07 test F1 over seeds 1-3 (82.81 / 80.78 / 81.20; valid 83.54 / 83.47 / 81.86), about
-# 40 minutes of training on one thread and about 2.5 times the average's 12 minutes of decoding
-# (29-44 minutes a split measured beside four other jobs), against the treebank PCFG's 76.31
-# printed beside it (docs/parsing.md).
+# Expected: the paper's 91.3 F1 (EVALB, COLLINS.prm) with the full WSJ on GPUs; on the sample with
+# SMALL=1, the test F1 docs/parsing.md reports (dated, over seeds), printed beside the treebank
+# PCFG's, after about 40 minutes of training on one thread and about half an hour of decoding a
+# split (docs/parsing.md has the times measured).
 # Decoding uses --constrain-trees (ours, not the paper's): outputs are always well-formed trees.
 # SMALL=1 shrinks the model for a CPU and runs the setting chosen on the sample's valid split
 # (docs/parsing.md, "Ablation"): words in the target, target vocabulary 2,000, Shaw et al.'s
@@ -113,7 +112,7 @@ parse_split() {  # parse_split SPLIT: decode SPLIT with section 6.3's settings, 
   "$PY" "$REPO/scripts/parse_eval.py" "$WORK/generate.$1.log" --data "$WORK/text" --split "$1" \
       --out "$WORK/$1.pred" --force | tee "$WORK/f1.$1.txt"
 }
-parse_split valid  # select settings on this one (issue 29: never on test)
+parse_split valid  # select settings on this one (never on test)
 parse_split test
 say "treebank PCFG baseline (v=2, h=2, rare 3; Klein & Manning 2003), trained on the same train split"
 [ -s "$WORK/pcfg.txt" ] || { "$PY" "$REPO/scripts/pcfg_baseline.py" --data "$WORK/text" --split test \

@@ -208,7 +208,7 @@ class Run:
         )
 
     def check_settings(self) -> None:
-        """Refuse a run folder (finished or begun) that other settings made (issue 30, item 5)."""
+        """Refuse a run folder (finished or begun) that other settings made."""
         recorded = self.dir / "settings.json"
         if not self.dir.exists():
             return

@@ -79,7 +79,7 @@ def check(a) -> None:
                 f"{a.data_bin} has no {f.format('*')}: give a fairseq-preprocess "
                 "--joined-dictionary output with train, valid and test splits"
             )
-    rule = _standalone.load("guards/atomic.py")  # the shared rule for outputs (issue 30)
+    rule = _standalone.load("guards/atomic.py")  # the shared rule for outputs
     try:
         rule.check_output(a.work, [a.data_bin], force=True, flag="--work")  # an existing --work is continued
         if a.out is not None:

@@ -76,7 +76,7 @@ fi
 measure big_random --updates 20 --no-ctranslate2
 measure big_sorted --updates 20 --batching sorted --no-ctranslate2
 measure big_fresh --updates 10 --batching fresh --parts training  # every step a new shape: fairseq-train's first epoch
-measure big_fresh_cudnn --updates 10 --batching fresh --parts training --sdpa-backends cudnn math  # both on cuDNN's kernel (ours before 0843ef9)
+measure big_fresh_cudnn --updates 10 --batching fresh --parts training --sdpa-backends cudnn math  # both on cuDNN's kernel (docs/speed.md, "GPUs")
 measure big_random_bs1024 --parts training --updates 10 --batch-size 1024 --no-ctranslate2  # ~20k tokens a step
 measure big_sorted_bs1024 --parts training --updates 10 --batch-size 1024 --batching sorted --no-ctranslate2
 if [ -n "$ct2_site" ]; then

@@ -14,8 +14,8 @@
 # PYTHON_VERSION (CPU and CUDA, ~43 MB) goes into .gpu_bundle_ct2/; carry both folders (~51 MB with
 # the working tree, under the device tool's 64 MiB a call) and unpack it into the bundle there:
 #   python3 -m zipfile -e .gpu_bundle_ct2/ctranslate2-*.whl .gpu_bundle/site
-# On the H100 lent on 2026-11-26 the bundle ran the benchmark (docs/speed.md, "GPUs"); CTranslate2's
-# CUDA build did not load there (it needs CUDA 12's libcublas.so.12; that machine had CUDA 13's).
+# What the bundle measured on the lent GPUs, and where CTranslate2's CUDA build does not load (it
+# needs CUDA 12's libcublas.so.12): docs/speed.md, "GPUs".
 #
 # What goes in .gpu_bundle/site (ignored by git; ~12 MB): fairseq-fixed's wheel for PYTHON_VERSION
 # from PyPI (the same version as this .venv's) without its examples/ and its torch-bound C++

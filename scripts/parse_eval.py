@@ -89,7 +89,7 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = 
     from attn_only_plugin.parsing.pieces import is_pieces, join_pieces
 
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
-    if out is not None:  # the shared rule for outputs (issue 30): never an input, replaced only with --force
+    if out is not None:  # the shared rule for outputs: never an input, replaced only with --force
         check_output_or_exit(out, [log, *paths.values()], force)
 
     def lines(ext):

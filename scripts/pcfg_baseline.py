@@ -107,7 +107,7 @@ def baseline(
     if rare < 0:
         raise SystemExit(f"error: --rare {rare}: give a word count, 0 or more")
     inputs = [data / f"{s}.{ext}" for ext in ("words", "tags", "gold") for s in (split, train)]
-    if out is not None:  # the shared rule for outputs (issue 30): never an input, replaced only with --force
+    if out is not None:  # the shared rule for outputs: never an input, replaced only with --force
         atomic.check_output_or_exit(out, inputs, force)
     words, tags, gold = read_split(data, split)
     start = time.time()

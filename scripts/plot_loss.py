@@ -76,7 +76,7 @@ def main(argv=None) -> None:
     argv = [arg for arg in argv if arg != "--force"]
     if len(argv) != 2:
         sys.exit("usage: plot_loss.py TRAIN_LOG OUT.png [--force]")
-    # the shared rule for outputs (issue 30), without importing the package (and with it fairseq)
+    # the shared rule for outputs, without importing the package (and with it fairseq)
     _standalone.load("guards/atomic.py").check_output_or_exit(argv[1], [argv[0]], force, "OUT.png")
     series = read_log(Path(argv[0]))
     if not series["train_inner"] and not series["valid"]:

@@ -76,7 +76,7 @@ def main(argv=None) -> None:
         raise SystemExit(f"error: --treebank {a.treebank} is not a folder: point it at your WSJ .mrg files")
     from attn_only_plugin.guards.atomic import check_output
 
-    check_output(a.out, [a.treebank], a.force)  # the shared rule for outputs (issue 30)
+    check_output(a.out, [a.treebank], a.force)  # the shared rule for outputs
     try:
         ranges = parse_ranges(a.split) if a.split else STANDARD
     except ValueError as e:

@@ -115,7 +115,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     a = parse_args(argv)
-    if a.output is not None:  # the shared rule for outputs (issue 30): never an input, replaced only with --force
+    if a.output is not None:  # the shared rule for outputs: never an input, replaced only with --force
         inputs = [a.model, a.spm_model] + ([] if a.input == "-" else [a.input])
         check_output(a.output, inputs, a.force, "--output")
     mt = load_ctranslate2(

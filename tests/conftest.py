@@ -1,16 +1,73 @@
-"""Shared fixtures; the helpers themselves live in helpers.py."""
+"""Shared fixtures (the helpers themselves live in helpers.py) and the test tiers.
 
+The tiers: a test is `slow` when it starts a process (a fairseq CLI, a script, a recipe, a
+compiler) or uses a fixture that does, e.g. one that trains with fairseq-train. That is read from
+the code at collection (helpers.starts_processes), not written by hand on each test: a test
+function, each fixture it uses and every function of tests/ they call (helpers.run, helpers.train,
+a module's own wrapper, ...) are followed through the names their code refers to; reaching
+`subprocess` or `multiprocessing` makes the test slow.
+`bash scripts/test.sh --fast` runs the others (`-m "not slow"`). docs/development.md, "Test tiers".
+"""
+
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+sys.path.insert(0, str(TESTS.parent))
 
-from helpers import make_dictionary  # noqa: E402
+from helpers import ARCH, TIERS, make_dictionary, reversal_data, starts_processes, train  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark `slow` every test that starts a process itself or through one of its fixtures (before
+    `-m "not slow"` deselects them); config.stash[TIERS] keeps nodeid -> slow for test_tiers.py."""
+    tiers = config.stash.setdefault(TIERS, {})
+    for item in items:
+        funcs = [getattr(item, "function", None)]
+        for name in item.fixturenames:
+            funcs += [fixturedef.func for fixturedef in item._fixtureinfo.name2fixturedefs.get(name, ())]
+        tiers[item.nodeid] = any(func is not None and starts_processes(func) for func in funcs)
+        if tiers[item.nodeid]:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
 def dictionary():
     return make_dictionary()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread here and in the CLIs (for modules that use it): cases that check error
+    paths, where a tiny model's ops cost milliseconds each when torch's threads compete with
+    another job for the cores."""
+    import torch
+
+    saved_env, saved_threads = os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved_threads)
+    if saved_env is None:
+        del os.environ["OMP_NUM_THREADS"]
+    else:
+        os.environ["OMP_NUM_THREADS"] = saved_env
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """root/bin: digit-reversal data-bin (300 training sentences); root/ckpt: a model of ARCH
+    trained for 3 updates (one epoch). One per module that uses it."""
+    root = tmp_path_factory.mktemp("bad_input")
+    reversal_data(root, 300)
+    train(root / "bin", root / "ckpt", *ARCH, max_update=3)
+    return root
+
+
+@pytest.fixture(scope="module")
+def checkpoint(setup):
+    return setup / "ckpt" / "checkpoint_last.pt"

@@ -1,17 +1,49 @@
-"""Test helpers: tiny dictionaries and models (d_model <= 64) that run fast on a CPU.
-(A module of its own name: several conftest.py files exist, so `from conftest import` is ambiguous.)"""
+"""The tests' one helpers module: tiny dictionaries and models (d_model <= 64) that run fast on a
+CPU, and the real fairseq CLIs on a digit-reversal corpus. Fixtures are in conftest.py; no test
+module imports another.
+(A module of its own name: several conftest.py files exist, so `from conftest import` is ambiguous.)
 
+Anything here that starts a process (it uses `subprocess`, as `run` does) puts every test that
+calls it, directly, through another helper or through a fixture, in the slow tier: conftest.py
+reads that from the code at collection (docs/development.md, "Test tiers").
+
+Every process runs with one OpenMP thread: results then do not depend on how many cores the
+machine has or how busy it is (a reduction split over 2 threads rounds differently from 1), and
+two processes of a distributed run do not fight over the same cores.
+"""
+
+import hashlib
+import os
+import random
+import re
+import socket
+import subprocess
 import sys
+import types
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
 sys.path.insert(0, str(ROOT))
 
 import attn_only_plugin  # noqa: E402,F401  (registers everything)
+from attn_only_plugin.guards.save_dir import LOCK_NAME  # noqa: E402
 from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig  # noqa: E402
+
+PLUGIN = str(ROOT / "attn_only_plugin")
+BIN = Path(sys.executable).parent
+ONE_THREAD = dict(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
+ENV = dict(os.environ, **ONE_THREAD)  # the environment at import; run() takes it at each call
+TIMEOUT = 300  # seconds a training of the toy model may take before a test gives up on it
+TINY = ["--encoder-layers", "2", "--decoder-layers", "2", "--d-model", "32", "--d-ff", "64", "--heads", "4"]
+PAPER = ["--criterion", "paper_label_smoothed_ce", "--lr-scheduler", "noam", "--optimizer", "paper_adam"]
+ARCH = ["--arch", "transformer_base", *TINY, "--learned-pos", "--warmup-updates", 10]
+UPDATE_LOGGED = re.compile(r"num_updates=(\d+),")
+PTB_SAMPLE = ROOT.parent / "shared" / "data" / "ptb-sample"  # not shipped with the repository
 
 
 def make_dictionary(n_symbols: int = 20):
@@ -85,6 +117,39 @@ def random_batch(dictionary, B=3, S=7, T=6, seed=0):
     return src, prev
 
 
+def full_lprobs(model, src, prev):
+    enc = model.encoder(src)
+    out, _ = model.decoder(prev, encoder_out=enc)
+    return torch.log_softmax(out, -1)  # (B, T, V)
+
+
+def check_cached_decoding(model, dictionary):
+    src, prev = random_batch(dictionary, B=4)
+    beam = torch.tensor([0, 0, 2, 2])  # 2 sentences x beam 2: each hypothesis starts from its sentence
+    src = src[beam]
+    # SequenceGenerator's reorders: within a sentence's beam (step 3), then the batch shrinks
+    # to the second sentence's beam (step 5)
+    decode_with_reorders(model, src, prev, model.encoder(src), {3: torch.tensor([1, 1, 3, 2]), 5: torch.tensor([2, 3])})
+
+
+def decode_with_reorders(model, src, prev, enc, orders, reference=None, atol=1e-5):
+    """Incremental decoding of prev with the beam reorders `orders` (step -> new order); every
+    step must equal (to atol) the full pass of `reference` (default: the model itself) over the
+    reordered batch. Returns the final encoder_out and state."""
+    reference = model if reference is None else reference
+    full, state = full_lprobs(reference, src, prev), {}
+    for t in range(prev.size(1)):
+        if t in orders:
+            order = orders[t]
+            enc = model.encoder.reorder_encoder_out(enc, order)
+            model.decoder.reorder_incremental_state_scripting(state, order)
+            src, prev = src[order], prev[order]
+            full = full_lprobs(reference, src, prev)
+        out, _ = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+        assert torch.allclose(torch.log_softmax(out[:, -1].float(), -1), full[:, t], atol=atol), f"step {t}"
+    return enc, state
+
+
 def script(name):
     """scripts/NAME.py as a module (scripts/ is not a package)."""
     import importlib.util
@@ -93,3 +158,280 @@ def script(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# --- the test tiers (conftest.py marks `slow` what starts a process) ---------------------------------
+
+# Names in a function's code that start processes: the modules (global or imported inside the
+# function), subprocess's functions and multiprocessing's contexts by attribute (`mp.get_context`);
+# and the same functions imported by name (`from subprocess import run`).
+PROCESS_NAMES = {"subprocess", "multiprocessing", "Popen", "check_call", "check_output", "get_context"}
+PROCESS_STARTERS = (subprocess.run, subprocess.Popen, subprocess.call, subprocess.check_call, subprocess.check_output)
+
+TIERS = pytest.StashKey[dict]()  # conftest.py's decisions: nodeid -> slow, for every collected test
+
+
+def _code_objects(code):
+    yield code
+    for const in code.co_consts:  # nested functions, lambdas, comprehensions
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _in_tests(obj) -> bool:
+    """Whether obj (a function or a module) is defined in a file under tests/."""
+    path = getattr(getattr(obj, "__code__", None), "co_filename", None) or getattr(obj, "__file__", None) or ""
+    return bool(path) and Path(path).resolve().is_relative_to(TESTS)
+
+
+def _referenced(func) -> tuple:
+    """The names func's code uses (nested functions included), and the objects they resolve to: its
+    globals, and the attributes of those names of the modules of tests/ it uses (helpers.run)."""
+    names = {name for code in _code_objects(func.__code__) for name in code.co_names}
+    found = [func.__globals__[name] for name in names if name in func.__globals__]
+    modules = [obj for obj in found if isinstance(obj, types.ModuleType) and _in_tests(obj)]
+    found += [getattr(module, name) for module in modules for name in names if hasattr(module, name)]
+    return names, found
+
+
+def starts_processes(func, seen=None) -> bool:
+    """Whether func, or a function of tests/ that it refers to (followed transitively), starts a
+    process: PROCESS_NAMES in its code, or one of PROCESS_STARTERS by another name."""
+    seen = set() if seen is None else seen
+    func = getattr(func, "__func__", func)  # a bound method: its function
+    if id(func) in seen or not hasattr(func, "__code__"):
+        return False
+    seen.add(id(func))
+    names, found = _referenced(func)
+    if names & PROCESS_NAMES or any(obj is starter for obj in found for starter in PROCESS_STARTERS):
+        return True
+    for obj in found:
+        if isinstance(obj, type) and _in_tests(getattr(obj, "__init__", None)):
+            obj = obj.__init__  # a helper class of tests/: what constructing it runs
+        if isinstance(obj, types.FunctionType) and _in_tests(obj) and starts_processes(obj, seen):
+            return True
+    return False
+
+
+# --- the real CLIs on the digit-reversal corpus ---------------------------------------------------
+
+
+def run(tool, *args, ok=True, stdin=None, cwd=None, timeout=900):
+    """Run tool (a program in the venv's bin/, or a path) with args, one OpenMP thread, in ROOT;
+    fail the test with the output's tail if ok and it fails. Returns the CompletedProcess."""
+    proc = subprocess.run(
+        [str(BIN / tool), *map(str, args)],  # BIN / an absolute path is that path
+        capture_output=True,
+        text=True,
+        input=stdin,
+        cwd=cwd or ROOT,
+        env=dict(os.environ, **ONE_THREAD),
+        timeout=timeout,
+    )
+    if ok and proc.returncode != 0:
+        raise AssertionError(f"{tool} failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
+    return proc
+
+
+def write_reversal(root: Path, n_train: int, n_valid: int = 100, n_test: int = 100, seed: int = 0):
+    """root/{train,valid,test}.{src,tgt}: strings of 3-8 digits and their reversals (no test split
+    when n_test is 0)."""
+    rng = random.Random(seed)
+    for split, n in [("train", n_train), ("valid", n_valid), ("test", n_test)]:
+        if not n:
+            continue
+        rows = [[str(rng.randint(0, 9)) for _ in range(rng.randint(3, 8))] for _ in range(n)]
+        (root / f"{split}.src").write_text("".join(" ".join(r) + "\n" for r in rows))
+        (root / f"{split}.tgt").write_text("".join(" ".join(reversed(r)) + "\n" for r in rows))
+
+
+def preprocess(raw: Path, dest: Path, joined=True):
+    """fairseq-preprocess raw/{train,valid[,test]}.{src,tgt} into the data-bin dest."""
+    test = ["--testpref", raw / "test"] if (raw / "test.src").exists() else []
+    run(
+        "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--trainpref",
+        raw / "train",
+        "--validpref",
+        raw / "valid",
+        *test,
+        "--destdir",
+        dest,
+        "--workers",
+        "1",
+        *(["--joined-dictionary"] if joined else []),
+    )
+
+
+def reversal_data(root: Path, n_train: int, n_valid: int = 100, n_test: int = 100, seed: int = 0) -> Path:
+    """write_reversal into root, binarized with a joined dictionary; returns the data-bin root/bin."""
+    write_reversal(root, n_train, n_valid, n_test, seed)
+    preprocess(root, root / "bin")
+    return root / "bin"
+
+
+def toy_data(root: Path, n_train: int = 200, n_test: int = 0) -> Path:
+    """The small corpus of the resume, distributed and export tests: 200 training sentences (13
+    batches of 16, the last one 8), 20 valid; returns the data-bin."""
+    return reversal_data(root, n_train, n_valid=20, n_test=n_test)
+
+
+def train(data_bin, save_dir, *extra, max_update=20, ok=True):
+    """fairseq-train with the paper's criterion, schedule and optimizer, seed 1, on the CPU."""
+    return run(
+        "fairseq-train",
+        data_bin,
+        "--user-dir",
+        PLUGIN,
+        *PAPER,
+        "--max-tokens",
+        2000,
+        "--max-update",
+        max_update,
+        "--save-dir",
+        save_dir,
+        "--cpu",
+        "--seed",
+        1,
+        "--log-format",
+        "simple",
+        "--log-interval",
+        10,
+        *extra,
+        ok=ok,
+    )
+
+
+def train_args(data: Path, save_dir: Path, max_update: int, dropout: float, *extra) -> list:
+    """fairseq-train's arguments (without the program) on the toy model: fixed batches of 16
+    sentences, seed 3, a log line for every update (`num_updates=N`) on stdout."""
+    return [
+        data,
+        "--user-dir",
+        PLUGIN,
+        "--arch",
+        "transformer_base",
+        "--encoder-layers",
+        2,
+        "--decoder-layers",
+        2,
+        "--d-model",
+        32,
+        "--d-ff",
+        64,
+        "--heads",
+        4,
+        "--dropout",
+        dropout,
+        "--criterion",
+        "paper_label_smoothed_ce",
+        "--lr-scheduler",
+        "noam",
+        "--warmup-updates",
+        50,
+        "--optimizer",
+        "paper_adam",
+        "--cpu",
+        "--batch-size",
+        16,
+        "--max-update",
+        max_update,
+        "--save-dir",
+        save_dir,
+        "--seed",
+        3,
+        "--log-format",
+        "simple",
+        "--log-interval",
+        1,
+        *extra,
+    ]
+
+
+def generate(setup, path, *extra, data=None):
+    """fairseq-generate of checkpoint path on setup/bin (or data), beam 2, 5 tokens at most; not
+    required to succeed."""
+    return run(
+        "fairseq-generate",
+        data or setup / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        path,
+        "--cpu",
+        "--beam",
+        2,
+        "--batch-size",
+        50,
+        "--max-len-a",
+        0,
+        "--max-len-b",
+        5,
+        *extra,
+        ok=False,
+    )
+
+
+def interactive(setup, checkpoint, stdin, *extra):
+    """fairseq-interactive of checkpoint on setup/bin's dictionaries reading stdin; not required
+    to succeed."""
+    return run(
+        "fairseq-interactive",
+        setup / "bin",
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        checkpoint,
+        "--cpu",
+        "--beam",
+        2,
+        "--max-len-a",
+        0,
+        "--max-len-b",
+        5,
+        *extra,
+        stdin=stdin,
+        ok=False,
+    )
+
+
+def one_line_error(proc, *expected):
+    """Non-zero exit, no traceback, and the last line of stderr is `error: ...` containing `expected`."""
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and all(e in last for e in expected), last
+    return last
+
+
+def snapshot(folder: Path) -> dict:
+    """name -> sha256 of every file under folder (empty if it does not exist), without the lock
+    file SAVE_DIR/.train.lock that every fairseq-train run creates or rewrites (save_dir.py): it
+    holds a pid, not anything saved."""
+    if not folder.exists():
+        return {}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != LOCK_NAME
+    }
+
+
+def load(checkpoint: Path) -> dict:
+    """A fairseq checkpoint through torch's safe unpickler (the plugin allow-lists fairseq's types)."""
+    return torch.load(checkpoint, weights_only=True)
+
+
+def num_updates(state: dict) -> int:
+    return state["optimizer_history"][-1]["num_updates"]
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (the OS picks it when binding port 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

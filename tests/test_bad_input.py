@@ -1,4 +1,4 @@
-"""Bad input, issue 7: every case ends with one line `error: <problem>: <what to do>`, a non-zero
+"""Bad input: every case ends with one line `error: <problem>: <what to do>`, a non-zero
 exit (or a PluginError in the Python API), no partial output file, and nothing saved before
 overwritten. One module-scoped tiny model (d_model 32, 2 + 2 layers, 3 updates, learned positions
 so that it also converts to fairseq's transformer) and its data-bin serve every case.
@@ -11,14 +11,12 @@ checkpoints or checkpoints of different shapes/names and a truncated one
 treebank with unbalanced brackets (parsing/test_ptb.py, parsing/test_pipeline.py), a checkpoint
 whose pickle would run code (test_untrusted_checkpoints.py)."""
 
-import hashlib
 import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -26,32 +24,9 @@ import torch
 
 import attn_only_plugin
 from attn_only_plugin.guards.errors import PluginError
-from attn_only_plugin.guards.save_dir import LOCK_NAME
-from test_end_to_end import PLUGIN, ROOT, TINY, reversal_data, run, train
+from helpers import ARCH, PLUGIN, ROOT, generate, interactive, one_line_error, run, snapshot, train
 
-ARCH = ["--arch", "transformer_base", *TINY, "--learned-pos", "--warmup-updates", 10]
-
-
-def one_line_error(proc, *expected):
-    """Non-zero exit, no traceback, and the last line of stderr is `error: ...` containing `expected`."""
-    assert proc.returncode != 0, proc.stdout[-2000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("error:") and all(e in last for e in expected), last
-    return last
-
-
-def snapshot(folder: Path) -> dict:
-    """name -> sha256 of every file under folder (empty if it does not exist), without the lock
-    file SAVE_DIR/.train.lock that every fairseq-train run creates or rewrites (save_dir.py): it
-    holds a pid, not anything saved."""
-    if not folder.exists():
-        return {}
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.name != LOCK_NAME
-    }
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def load_script(name):
@@ -59,77 +34,6 @@ def load_script(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread here and in the CLIs: these cases check error paths, and a tiny model's
-    ops cost milliseconds each when torch's threads compete with another job for the cores."""
-    saved_env, saved_threads = os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()
-    os.environ["OMP_NUM_THREADS"] = "1"
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved_threads)
-    if saved_env is None:
-        del os.environ["OMP_NUM_THREADS"]
-    else:
-        os.environ["OMP_NUM_THREADS"] = saved_env
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    """root/bin: digit-reversal data-bin; root/ckpt: a model trained for 3 updates (one epoch)."""
-    root = reversal_data(tmp_path_factory, "bad_input", 300)
-    train(root / "bin", root / "ckpt", *ARCH, max_update=3)
-    return root
-
-
-@pytest.fixture(scope="module")
-def checkpoint(setup):
-    return setup / "ckpt" / "checkpoint_last.pt"
-
-
-def generate(setup, path, *extra, data=None):
-    return run(
-        "fairseq-generate",
-        data or setup / "bin",
-        "--user-dir",
-        PLUGIN,
-        "--path",
-        path,
-        "--cpu",
-        "--beam",
-        2,
-        "--batch-size",
-        50,
-        "--max-len-a",
-        0,
-        "--max-len-b",
-        5,
-        *extra,
-        ok=False,
-    )
-
-
-def interactive(setup, checkpoint, stdin, *extra):
-    return run(
-        "fairseq-interactive",
-        setup / "bin",
-        "--user-dir",
-        PLUGIN,
-        "--path",
-        checkpoint,
-        "--cpu",
-        "--beam",
-        2,
-        "--max-len-a",
-        0,
-        "--max-len-b",
-        5,
-        *extra,
-        stdin=stdin,
-        ok=False,
-    )
 
 
 # 1. missing or empty data directory -----------------------------------------------------------
@@ -270,7 +174,7 @@ def test_python_api_sentence_longer_than_positions(setup):
 
 
 def test_python_api_arguments_are_checked(setup):
-    """Issue 30, item 7: beam 0, -2, 2.5 or "4", a negative max_len_b, device="CPU" and unknown
+    """Beam 0, -2, 2.5 or "4", a negative max_len_b, device="CPU" and unknown
     keyword arguments were passed on (ignored, or silently turned into something): one line each."""
     with pytest.raises(PluginError, match=r"^device='CPU': give 'cpu', 'cuda' or 'cuda:N' \(lower case\)$"):
         attn_only_plugin.load(setup / "ckpt", data=setup / "bin", device="CPU")
@@ -317,7 +221,7 @@ def test_interactive_reader_in_process(tmp_path):
     (tmp_path / "empty.txt").write_text("a\n\n")
     with pytest.raises(PluginError, match="input line 2 is empty"):
         list(read_input_lines(str(tmp_path / "empty.txt"), 10))
-    # issue 30, item 9: a byte order mark that starts the input is an encoding mark (it was refused as
+    # a byte order mark that starts the input is an encoding mark (it was refused as
     # an invisible character); inside the text, or on a later line, it is still refused
     (tmp_path / "bom.txt").write_bytes("\ufeffa b\nc\n".encode("utf-8"))
     assert list(read_input_lines(str(tmp_path / "bom.txt"), 10)) == [["a b", "c"]]
@@ -710,7 +614,7 @@ def test_constrain_trees_on_translation_data(setup, checkpoint):
 
 
 def test_check_output_rule(tmp_path):
-    """atomic.check_output, the one rule every writing command uses (issue 30): an output may not be,
+    """atomic.check_output, the one rule every writing command uses: an output may not be,
     hold or lie inside an input, however the path is written, --force or not; an existing output
     is replaced only with force; inputs that do not exist are left to their own checks."""
     from attn_only_plugin.guards.atomic import check_output
@@ -744,7 +648,7 @@ def test_check_output_rule(tmp_path):
 
 
 def test_atomic_output_names_the_users_path(tmp_path):
-    """Issue 30, item 8: a path that is a folder failed at the end with the hidden temporary file's name
+    """A path that is a folder failed at the end with the hidden temporary file's name
     ('.avg_outdir.XXXX.tmp: Is a directory'); now one line naming the user's path, before writing."""
     from attn_only_plugin.guards.atomic import atomic_output
 

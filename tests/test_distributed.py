@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 
-from toy_training import BIN, ENV, ROOT, TIMEOUT, free_port, load, num_updates, run, toy_data, train_args
+from helpers import BIN, ENV, ROOT, TIMEOUT, free_port, load, num_updates, run, toy_data, train_args
 
 MAX_UPDATE = 10  # 7 updates make an epoch (13 batches, 2 a step): the run crosses into epoch 2
 CPU_DDP = ["--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]

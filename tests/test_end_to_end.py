@@ -3,38 +3,10 @@ string of digits): preprocess -> train (each architecture, shrunk by flags) -> g
 --beam 4 --lenpen 0.6 -> interactive -> resume; one run learns the task to >= 90% exact match;
 bad input gives one-line errors."""
 
-import os
-import random
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-PLUGIN = str(ROOT / "attn_only_plugin")
-BIN = Path(sys.executable).parent
-TINY = ["--encoder-layers", "2", "--decoder-layers", "2", "--d-model", "32", "--d-ff", "64", "--heads", "4"]
-PAPER = ["--criterion", "paper_label_smoothed_ce", "--lr-scheduler", "noam", "--optimizer", "paper_adam"]
-
-
-def run(tool, *args, ok=True, stdin=None, cwd=None):
-    # one thread, as tests/toy_training.py's runs: the float sums, and so a tiny run's trajectory, depend on
-    # the thread count (test_learns_interactive_and_resume)
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [str(BIN / tool), *map(str, args)],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        cwd=cwd or ROOT,
-        env=env,
-        timeout=900,
-    )
-    if ok and proc.returncode != 0:
-        raise AssertionError(f"{tool} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return proc
+from helpers import PLUGIN, ROOT, TINY, one_line_error, preprocess, reversal_data, run, train, write_reversal
 
 
 def by_sentence(stdout: str, prefix: str, column: int) -> dict:
@@ -46,73 +18,11 @@ def by_sentence(stdout: str, prefix: str, column: int) -> dict:
     }
 
 
-def write_reversal(folder: Path, n_train: int, seed: int = 0):
-    rng = random.Random(seed)
-    for split, n in [("train", n_train), ("valid", 100), ("test", 100)]:
-        with open(folder / f"{split}.src", "w") as s, open(folder / f"{split}.tgt", "w") as t:
-            for _ in range(n):
-                w = [str(rng.randint(0, 9)) for _ in range(rng.randint(3, 8))]
-                s.write(" ".join(w) + "\n")
-                t.write(" ".join(reversed(w)) + "\n")
-
-
-def preprocess(raw: Path, dest: Path, joined=True):
-    run(
-        "fairseq-preprocess",
-        "--source-lang",
-        "src",
-        "--target-lang",
-        "tgt",
-        "--trainpref",
-        raw / "train",
-        "--validpref",
-        raw / "valid",
-        "--testpref",
-        raw / "test",
-        "--destdir",
-        dest,
-        "--workers",
-        "1",
-        *(["--joined-dictionary"] if joined else []),
-    )
-
-
-def reversal_data(tmp_path_factory, name: str, n_train: int) -> Path:
-    """A fresh folder with the digit-reversal text and its joined-dictionary data-bin in bin/."""
-    root = tmp_path_factory.mktemp(name)
-    write_reversal(root, n_train)
-    preprocess(root, root / "bin")
-    return root
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return reversal_data(tmp_path_factory, "reverse", 4000)
-
-
-def train(data_bin, save_dir, *extra, max_update=20, ok=True):
-    return run(
-        "fairseq-train",
-        data_bin,
-        "--user-dir",
-        PLUGIN,
-        *PAPER,
-        "--max-tokens",
-        2000,
-        "--max-update",
-        max_update,
-        "--save-dir",
-        save_dir,
-        "--cpu",
-        "--seed",
-        1,
-        "--log-format",
-        "simple",
-        "--log-interval",
-        10,
-        *extra,
-        ok=ok,
-    )
+    root = tmp_path_factory.mktemp("reverse")
+    reversal_data(root, 4000)
+    return root
 
 
 @pytest.mark.parametrize("arch", ["transformer_base", "transformer_big", "transformer_parse"])
@@ -147,8 +57,8 @@ def test_learns_interactive_and_resume(data, tmp_path):
     Eq. (3) at d_model=64 peaks at 64^-0.5 * 150^-0.5 = 0.010, high enough that this tiny model's
     training spikes (exact match 100% at update 600, 57% at 800, 100% at 1000); at half that rate
     (--lr-multiplier 0.5) it climbs steadily (98-100% from update 600 on). On one thread, as run() runs
-    it: the trajectory depends on the thread count (on 2026-11-26, at 38ac9f4 and at 7a9d9b7 alike, 99%
-    after 800 updates on one thread, 65% on two, where the run spiked near update 800)."""
+    it: the trajectory depends on the thread count (docs/development.md, "Measurements behind test
+    thresholds")."""
     save = tmp_path / "ckpt"
     args = [
         "--arch",
@@ -235,13 +145,6 @@ def test_learns_interactive_and_resume(data, tmp_path):
     )
     outs = [line.split("\t")[2] for line in inter.stdout.splitlines() if line.startswith("H-")]
     assert outs == ["4 3 2 1", "9 5 0 7 7"]
-
-
-def one_line_error(proc, pattern):
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("error:") and pattern in last, last
 
 
 def test_bad_input_one_line_errors(data, tmp_path):

@@ -1,6 +1,6 @@
 """fairseq's features with our model against fairseq's own transformer, on the same tiny data
-(issue 24; docs/fairseq_features.md has the table). One module-scoped pair of models, trained
-by the real fairseq-train on toy_training's digit-reversal data: fairseq's `--arch transformer`
+(docs/fairseq_features.md has the table). One module-scoped pair of models, trained
+by the real fairseq-train on helpers.toy_data's digit-reversal data: fairseq's `--arch transformer`
 command (d_model 32, 2 + 2 layers, in fairseq's flag names) and the same command with
 `--user-dir attn_only_plugin --arch transformer_base`. Each test runs a fairseq CLI, or
 fairseq_cli in-process, on both and compares what fairseq's transformer does with ours.
@@ -13,7 +13,7 @@ from itertools import pairwise
 
 import pytest
 
-from toy_training import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data
+from helpers import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data
 
 # a command written for fairseq's transformer (its flag names), tiny
 BUILTIN_ARCH = [
@@ -189,7 +189,7 @@ def lines(output: str, tag: str) -> dict:
 def test_builtin_command_trains_ours(models):
     """Item 4: the command written for --arch transformer ran with our --arch (the fixture) and
     built the same model size: equal parameter counts (shared embeddings counted once)."""
-    from toy_training import load
+    from helpers import load
 
     counts = {}
     for which in ("builtin", "ours"):
@@ -309,7 +309,7 @@ def test_overrides_reach_a_checkpoint_saved_before_the_field(models, tmp_path):
     import torch
     from fairseq import checkpoint_utils
 
-    from toy_training import load
+    from helpers import load
 
     state = load(models["ours"])
     for key in ("encoder_layers_to_keep", "decoder_layers_to_keep"):
@@ -383,7 +383,7 @@ def test_training_features_and_validate(models, tmp_path, which):
     """--eval-bleu with the best checkpoint chosen by BLEU, --keep-best-checkpoints,
     --patience, --store-ema and --validate-interval-updates in one short run; then
     fairseq-validate on what it saved."""
-    from toy_training import load
+    from helpers import load
 
     arch = ["--arch", "transformer"] if which == "builtin" else OURS
     save = tmp_path / "ckpt"

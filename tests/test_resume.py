@@ -22,11 +22,10 @@ import pytest
 import torch
 from fairseq.data import FairseqDataset
 
-from toy_training import BIN, ENV, ROOT, TIMEOUT, load, num_updates, run, toy_data, train_args
+from helpers import BIN, ENV, ROOT, TIMEOUT, UPDATE_LOGGED, load, num_updates, run, toy_data, train_args
 
 MAX_UPDATE = 30
 EPOCH = 13  # updates per epoch: 200 sentences in batches of 16
-UPDATE_LOGGED = re.compile(r"num_updates=(\d+),")
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""Nothing saved is lost to a mistaken command (issue 23, lost-data items 1, 2 and 6), with the real
-fairseq CLIs on the digit-reversal task and the d_model 32 model of toy_training.py:
+"""Nothing saved is lost to a mistaken command, with the real
+fairseq CLIs on the digit-reversal task and the d_model 32 model of helpers.py:
 
 - a save dir holding checkpoints but no checkpoint_last.pt, or an explicit --restore-file that does not
   exist or is a folder: refused in one line, every file of the save dir left byte-identical, and the
@@ -17,10 +17,20 @@ import time
 
 import pytest
 
-from test_bad_input import one_line_error, snapshot
-from test_end_to_end import reversal_data
-from test_resume import UPDATE_LOGGED
-from toy_training import BIN, ENV, PLUGIN, ROOT, TIMEOUT, load, num_updates, train_args
+from helpers import (
+    BIN,
+    ENV,
+    PLUGIN,
+    ROOT,
+    TIMEOUT,
+    UPDATE_LOGGED,
+    load,
+    num_updates,
+    one_line_error,
+    reversal_data,
+    snapshot,
+    train_args,
+)
 
 LOCK = ".train.lock"
 
@@ -62,7 +72,7 @@ def checkpoints(save_dir) -> dict:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """2000 training sentences (so that generating all of them takes seconds), valid and test 100."""
-    return reversal_data(tmp_path_factory, "save_dir", 2000) / "bin"
+    return reversal_data(tmp_path_factory.mktemp("save_dir"), 2000)
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +267,7 @@ def test_ctrl_c_during_generate_leaves_no_partial_results(data, trained, tmp_pat
 
 
 def test_checkpoint_without_training_state_is_no_resume_point(data, trained, tmp_path):
-    """Issue 30, item 3: an average written as SAVE/checkpoint_last.pt (or a conversion written over
+    """An average written as SAVE/checkpoint_last.pt (or a conversion written over
     it) was taken as a resume point: "epoch 1 @ 0 updates", and every checkpoint of the run was
     overwritten. Refused in one line, as checkpoint_last.pt or as --restore-file, whatever wrote it;
     --reset-optimizer says it is meant and keeps fairseq's meaning."""
@@ -304,7 +314,7 @@ def test_checkpoint_without_training_state_is_no_resume_point(data, trained, tmp
 
 
 def test_lock_that_cannot_be_taken_stops_the_training(data, tmp_path):
-    """Issue 30, item 4: with SAVE/.train.lock a folder the lock was skipped without a word, and two
+    """With SAVE/.train.lock a folder the lock was skipped without a word, and two
     trainings into one save dir rewrote each other's checkpoints. Now one line, nothing written."""
     save = tmp_path / "ckpt"
     (save / LOCK).mkdir(parents=True)
@@ -319,7 +329,7 @@ def test_lock_that_cannot_be_taken_stops_the_training(data, tmp_path):
 
 
 def test_ctrl_c_during_training_is_one_line(data, tmp_path):
-    """Issue 30, item 6: Ctrl-C (SIGINT to the process group, as a terminal sends it, DataLoader
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it, DataLoader
     worker included) in fairseq-train printed a traceback of tens of lines. Now one line, exit 130,
     and the same command resumes from the last checkpoint."""
     save = tmp_path / "ckpt"
@@ -338,7 +348,7 @@ def test_ctrl_c_during_training_is_one_line(data, tmp_path):
 
 
 def test_ctrl_c_in_fairseq_interactive_is_one_line(data, trained):
-    """Issue 30, item 6: Ctrl-C (SIGINT to the process group, as a terminal sends it) while
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) while
     fairseq-interactive waits for input printed a traceback. Now one line, exit 130."""
     cmd = [BIN / "fairseq-interactive", data, "--user-dir", PLUGIN, "--path", trained / "checkpoint_last.pt", "--cpu"]
     proc = ctrl_c_able(cmd, stdin=subprocess.PIPE)
@@ -353,7 +363,7 @@ def test_ctrl_c_in_fairseq_interactive_is_one_line(data, trained):
 
 
 def test_results_path_that_cannot_take_the_file_is_refused_before_translating(data, trained, tmp_path):
-    """Issue 30, item 8: --results-path DIR whose DIR/generate-test.txt is a folder (or a DIR that is a
+    """--results-path DIR whose DIR/generate-test.txt is a folder (or a DIR that is a
     file) was found only after translating the whole set. One line before the model is loaded."""
     (tmp_path / "generate-test.txt").mkdir()
     proc = fairseq("fairseq-generate", *generate_args(data, trained / "checkpoint_last.pt", tmp_path, "test"))

@@ -1,4 +1,4 @@
-"""Tracebacks, issue 23: bad input that used to end in one of fairseq's (or our) tracebacks ends in
+"""Tracebacks: bad input that used to end in one of fairseq's (or our) tracebacks ends in
 one line naming the file or flag and what to do; an error nobody foresaw is one line saying to
 rerun with ATTN_ONLY_TRACEBACK=1 (which shows the traceback) and report it.
 
@@ -18,8 +18,9 @@ import pytest
 import torch
 
 from attn_only_plugin.guards.errors import PluginError
-from test_bad_input import ARCH, checkpoint, generate, interactive, one_line_error, one_thread, setup, snapshot, train  # noqa: F401  (fixtures)
-from test_end_to_end import PLUGIN, ROOT, run
+from helpers import ARCH, PLUGIN, ROOT, generate, interactive, one_line_error, run, snapshot, train
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 REBUILD = "rebuild the data-bin with fairseq-preprocess"
 NO_GPU = "this machine has no usable CUDA GPU: drop --fp16/--bf16/--amp and pass --cpu"

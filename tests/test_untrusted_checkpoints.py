@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from test_end_to_end import PLUGIN, ROOT, TINY, reversal_data, train
-
-BIN = Path(sys.executable).parent
+from helpers import BIN, PLUGIN, ROOT, TINY, reversal_data, train
 
 
 class _Payload:
@@ -29,7 +27,8 @@ class _Payload:
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """A real tiny checkpoint, and the same checkpoint with the payload added."""
-    root = reversal_data(tmp_path_factory, "untrusted", 300)
+    root = tmp_path_factory.mktemp("untrusted")
+    reversal_data(root, 300)
     train(root / "bin", root / "good", "--arch", "transformer_base", *TINY, max_update=2)
     state = torch.load(root / "good" / "checkpoint_last.pt", weights_only=True)
     state["extra_state"]["hook"] = _Payload(root / "pwned")
@@ -111,8 +110,9 @@ def test_trusted_checkpoint_still_loads(setup):
     assert isinstance(mt.translate("1 2 3"), str)
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol:UserWarning")  # torch's, on the plain pickle given
 def test_a_file_of_another_kind_is_named_not_called_corrupt(tmp_path):
-    """Issue 30, item 8: a CTranslate2 model.bin, a numpy array, a plain pickle or an empty file given
+    """A CTranslate2 model.bin, a numpy array, a plain pickle or an empty file given
     as a checkpoint was 'corrupt or truncated'; the error now says what the file is. A torch file
     that really is cut short keeps that message."""
     import pickle

@@ -36,7 +36,7 @@ _FAIRSEQ_INPUT_ERRORS = {
     "Dataset not found: ": "fairseq-preprocess wrote no such split into that folder; give it --trainpref/--validpref/"
     "--testpref, or choose an existing split with --valid-subset / --gen-subset",
     "Optimizer does not match; ": "the checkpoint's Adam moments are another optimizer's (the recipes use "
-    "paper_adam since 2026-11-24): resume with its --optimizer, or keep the weights "
+    "paper_adam): resume with its --optimizer, or keep the weights "
     "and start new moments with --reset-optimizer",
 }
 
@@ -118,7 +118,11 @@ def install_excepthook():
     every exception of the run and prints it with a traceback (run_and_report) unless
     HYDRA_FULL_ERROR=1, which makes it re-raise: we set that (when the user has not set it) so that
     the exception reaches this hook too. Idempotent."""
+    from .wrap import record
+
     if getattr(sys.excepthook, "__name__", "") != "_excepthook":
         sys.excepthook = _excepthook
+    record("sys.excepthook")
     if "fairseq_cli.hydra_train" in sys.modules:
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+        record("os.environ.HYDRA_FULL_ERROR")

@@ -25,7 +25,7 @@ from .errors import PluginError
 from .explain import find_in_chain
 from .hidden_chars import REMOVE, find_hidden, strip_bom
 from .safe_load import non_finite
-from .wrap import wrap_once
+from .wrap import record, wrap_once
 
 # a sentencepiece model fits a dictionary when at least this share of its (non-special) entries
 # are pieces of the model: fairseq-preprocess on sentencepiece output gives 100%; rare characters
@@ -241,3 +241,4 @@ def install() -> None:
     interactive = sys.modules.get("fairseq_cli.interactive")  # only when fairseq-interactive runs: importing
     if interactive is not None:  # it would configure the root logger for everyone else
         interactive.buffered_read = read_input_lines
+        record("fairseq_cli.interactive.buffered_read")

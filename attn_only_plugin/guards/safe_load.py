@@ -238,10 +238,12 @@ def _refusing_loader(original):
 
 def install() -> None:
     """Allow-list fairseq's checkpoint types for torch.load(weights_only=True). Idempotent."""
-    if hasattr(torch.serialization, "add_safe_globals"):
-        torch.serialization.add_safe_globals(allowed_globals())
     from fairseq import checkpoint_utils
 
-    from .wrap import wrap_once
+    from .wrap import record, wrap_once
+
+    if hasattr(torch.serialization, "add_safe_globals"):
+        torch.serialization.add_safe_globals(allowed_globals())
+        record("torch.serialization.add_safe_globals")
 
     wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _refusing_loader)

@@ -6,8 +6,7 @@ One row per hypothesis, (B, h, S, d): each hypothesis's S cached positions, appe
 into spare room of a buffer (no copy of the cached positions, where fairseq's transformer
 concatenates a new tensor every step). A beam reorder copies the rows that change: in place when
 fewer than half do, else all into a new buffer (fairseq's transformer gathers every cache every
-step). A cache shared by a beam's hypotheses, g entries per step with a history mask, was dropped
-on 2026-11-26: it measured 1.14x against 1.15x without it (docs/model.md).
+step). A cache shared by a beam's hypotheses was tried and measured no faster (docs/model.md).
 
 Tensor layout: caches (B, h, S, d), a view of a (B, h, C, d) buffer with C - S positions of
 spare room.
@@ -100,6 +99,5 @@ def keeps_every_row(rows: Tensor, n: int) -> bool:
 def additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
     """A boolean mask (True = may attend) as the additive mask torch's fused attention takes:
     0 where True, -inf elsewhere. The memory's padding mask is made so once per decoding step for
-    all layers, where a boolean mask would be converted in every layer's call (in encoder-decoder
-    attention, beam search got 1.01x faster)."""
+    all layers, where a boolean mask would be converted in every layer's call (docs/speed.md)."""
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))

@@ -24,11 +24,8 @@ from torch import Tensor
 from .kernels import fused_attention
 
 # Shortest self-attention (n positions) run by banded_attention: below it a masked full attention,
-# one fused call, is faster. Measured 2026-11-25 (scripts/table1.py --one, CPU, 1 thread, forward +
-# backward of one base layer, masked against banded, R = 4, 16, 64, n = 128 ... 1536): the banded path
-# is faster from n = 512 for every R and not below n = 384. Its blocks see 3R keys, so it also needs
-# n well above r = 2R + 1: R = 64 gains little at n = 512 (55 against 58 ms, left masked by n >= 4r)
-# and much at n = 1024 (109 against 155 ms) (docs/attention_variants.md).
+# one fused call, is faster (measured with scripts/table1.py --one: docs/attention_variants.md).
+# Its blocks see 3R keys, so it also needs n well above r = 2R + 1 (use_banded: n >= 4r).
 BANDED_MIN_LENGTH = 512
 
 

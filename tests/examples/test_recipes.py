@@ -40,7 +40,7 @@ def test_quickstart_pipeline_on_a_tiny_slice(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "BLEU" in (work / "bleu.txt").read_text() and "BLEU" in (work / "baseline.txt").read_text()
     assert len((work / "hyp.de").read_text().splitlines()) == sizes["test"]  # every test sentence
-    table = (work / "speed.txt").read_text().splitlines()  # the CTranslate2 step (issue 18)
+    table = (work / "speed.txt").read_text().splitlines()  # the CTranslate2 step
     assert [row.split(" | ")[0] for row in table[2:]] == [
         "| fairseq-generate",
         "| CTranslate2 float32",

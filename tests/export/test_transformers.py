@@ -18,8 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import attn_only_plugin  # noqa: E402
 from attn_only_plugin.guards.errors import PluginError  # noqa: E402
 from attn_only_plugin.models.transformer import full_config  # noqa: E402
-from helpers import ROOT, build_model, make_dictionary, script  # noqa: E402
-from toy_training import BIN, PLUGIN, run, toy_data, train_args  # noqa: E402
+from helpers import BIN, PLUGIN, ROOT, build_model, make_dictionary, run, script, toy_data, train_args  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
 from attn_only_plugin.export.marian_weights import marian_order  # noqa: E402

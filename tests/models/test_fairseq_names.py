@@ -1,4 +1,4 @@
-"""fairseq's transformer's flag names as aliases of ours (models/fairseq_names.py, issue 24 item 4):
+"""fairseq's transformer's flag names as aliases of ours (models/fairseq_names.py):
 parsed by fairseq's own option parser as fairseq-train parses them."""
 
 from types import SimpleNamespace

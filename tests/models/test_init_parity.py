@@ -1,5 +1,5 @@
-"""Our initialisation against fairseq's built-in transformer (issue 20: at equal work ours learned
-worse, and the cause was the initial scale of the FFN and the attention projections).
+"""Our initialisation against fairseq's built-in transformer (at equal work ours once learned
+worse, and the cause was the initial scale of the FFN and the attention projections: docs/quality.md).
 
 1. Statistics: every parameter role (a parameter name with its layer index removed, pooled over
    the layers) has the same mean and spread in our fresh model as in a fresh built-in converted to
@@ -117,8 +117,7 @@ def reversal_batches(d, n: int = 4, B: int = 16, seed: int = 0):
 def test_loss_after_a_few_updates_matches_the_builtin():
     """Mean over three seeds of the loss after 30 updates: ours within 4% of the built-in's, either
     way. One model's seeds spread by ~3% here (sd ~1.7%, so ~2% for a mean of three): 4% is two sd
-    of the mean. With the Xavier FFN of before issue 20 ours was 8% lower here (3.23 against 3.51:
-    quicker at first, then behind at 800 updates and after, docs/quality.md); now 3.50 against 3.51."""
+    of the mean. A Xavier FFN fails it (docs/development.md, "Measurements behind test thresholds")."""
     results = {"ours": [], "builtin": []}
     for seed in (1, 2, 3):
         ours, theirs, d = fresh_pair(seed, vocab=40)

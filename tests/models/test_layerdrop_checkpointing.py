@@ -1,15 +1,14 @@
 """LayerDrop and pruning (Fan et al. 2019) and activation checkpointing, in the stack loops of
-models/encoder_decoder.py (issue 24, items 2 and 3): options fairseq's transformer has, not the paper's."""
+models/encoder_decoder.py: options fairseq's transformer has, not the paper's."""
 
 import logging
 
 import pytest
 import torch
 from omegaconf import OmegaConf
-from test_transformer import _check_cached_decoding
 
 from attn_only_plugin.guards.errors import PluginError
-from helpers import build_model, random_batch
+from helpers import build_model, check_cached_decoding, random_batch
 
 
 def _count_layer_calls(model):
@@ -76,7 +75,7 @@ def test_layers_to_keep_prunes_on_load(dictionary, caplog):
         getattr(full, side).layers = torch.nn.ModuleList(getattr(full, side).layers[i] for i in kept)
     src, prev = random_batch(dictionary)
     assert torch.allclose(model(src, None, prev)[0], full(src, None, prev)[0], atol=1e-6)
-    _check_cached_decoding(model, dictionary)  # cached decoding equals the full pass on the pruned model
+    check_cached_decoding(model, dictionary)  # cached decoding equals the full pass on the pruned model
 
 
 def test_pruning_one_side_keeps_the_other(dictionary, caplog):

@@ -8,7 +8,7 @@ import torch
 
 from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
-from helpers import build_model, make_dictionary, random_batch
+from helpers import build_model, check_cached_decoding, decode_with_reorders, make_dictionary, random_batch
 
 
 @pytest.mark.parametrize("arch,paper_millions", [("transformer_base", 65), ("transformer_big", 213)])
@@ -42,7 +42,7 @@ def test_parse_preset():
 
 
 def test_relative_positions_beyond_the_longest_input_refused(dictionary):
-    """Issue 30, item 9: --relative-positions 1000000000 tried to allocate 2K + 1 embeddings (64 GB)
+    """--relative-positions 1000000000 tried to allocate 2K + 1 embeddings (64 GB)
     for distances no input has: bounded by the position limits, one line."""
     with pytest.raises(
         PluginError,
@@ -114,12 +114,6 @@ def test_sharing_is_three_way(dictionary):
     assert m.encoder.embed.tokens.weight is m.decoder.embed.tokens.weight is m.decoder.output_weight
 
 
-def _full_lprobs(model, src, prev):
-    enc = model.encoder(src)
-    out, _ = model.decoder(prev, encoder_out=enc)
-    return torch.log_softmax(out, -1)  # (B, T, V)
-
-
 # restricted self-attention and relative positions (docs/attention_variants.md): R = 1 and K = 1
 # are shorter than the test sentences, so every window and clipping is exercised
 VARIANTS = [
@@ -135,7 +129,7 @@ VARIANTS = [
 def test_cached_decoding_equals_full(dictionary, pre_norm, learned, grad):
     """grad=False is generation's setting (torch.no_grad): caches grow in place in their buffers."""
     with torch.set_grad_enabled(grad):
-        _check_cached_decoding(build_model(dictionary, pre_norm=pre_norm, learned_pos=learned), dictionary)
+        check_cached_decoding(build_model(dictionary, pre_norm=pre_norm, learned_pos=learned), dictionary)
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(f"{k}={v[k]}" for k in v))
@@ -145,41 +139,12 @@ def test_variants_cached_decoding_equals_full(dictionary, variant, grad):
     pass through the reorders, and a window's caches keep only its R + 1 steps."""
     model = build_model(dictionary, **variant)
     with torch.set_grad_enabled(grad):
-        _check_cached_decoding(model, dictionary)
+        check_cached_decoding(model, dictionary)
         src, prev = random_batch(dictionary, B=2, T=8)
-        _, state = _decode_with_reorders(model, src, prev, model.encoder(src), {4: torch.tensor([1, 0])})
+        _, state = decode_with_reorders(model, src, prev, model.encoder(src), {4: torch.tensor([1, 0])})
     R = variant.get("attention_window")
     cache = model.decoder.get_incremental_state(state, "cache")
     assert cache["1.self.v"].size(2) == (8 if R is None else R + 1)
-
-
-def _check_cached_decoding(model, dictionary):
-    src, prev = random_batch(dictionary, B=4)
-    beam = torch.tensor([0, 0, 2, 2])  # 2 sentences x beam 2: each hypothesis starts from its sentence
-    src = src[beam]
-    # SequenceGenerator's reorders: within a sentence's beam (step 3), then the batch shrinks
-    # to the second sentence's beam (step 5)
-    _decode_with_reorders(
-        model, src, prev, model.encoder(src), {3: torch.tensor([1, 1, 3, 2]), 5: torch.tensor([2, 3])}
-    )
-
-
-def _decode_with_reorders(model, src, prev, enc, orders, reference=None, atol=1e-5):
-    """Incremental decoding of prev with the beam reorders `orders` (step -> new order); every
-    step must equal (to atol) the full pass of `reference` (default: the model itself) over the
-    reordered batch. Returns the final encoder_out and state."""
-    reference = model if reference is None else reference
-    full, state = _full_lprobs(reference, src, prev), {}
-    for t in range(prev.size(1)):
-        if t in orders:
-            order = orders[t]
-            enc = model.encoder.reorder_encoder_out(enc, order)
-            model.decoder.reorder_incremental_state_scripting(state, order)
-            src, prev = src[order], prev[order]
-            full = _full_lprobs(reference, src, prev)
-        out, _ = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
-        assert torch.allclose(torch.log_softmax(out[:, -1].float(), -1), full[:, t], atol=atol), f"step {t}"
-    return enc, state
 
 
 def _beam_start(model, dictionary, src, prev, g, differ_from):
@@ -212,7 +177,7 @@ def test_float16_beam_decoding_follows_the_float32_model(dictionary, monkeypatch
     with torch.no_grad():
         _, enc, src, prev = _beam_start(half, dictionary, src, prev, g=3, differ_from=2)
         orders = {2: torch.tensor([2, 0, 2, 3, 5, 4]), 4: torch.tensor([4, 3, 3])}
-        enc, state = _decode_with_reorders(half, src, prev, enc, orders, reference=model, atol=2e-2)
+        enc, state = decode_with_reorders(half, src, prev, enc, orders, reference=model, atol=2e-2)
         cache = half.decoder.get_incremental_state(state, "cache")
         assert cache["0.self.k"].dtype == cache["0.cross.k"].dtype == torch.float16
 
@@ -236,7 +201,7 @@ def test_training_under_float16_autocast(dictionary):
         loss16, _ = label_smoothed_nll_loss(*target_lprobs(model, sample, pad), 0.1, pad)
     loss16.backward()
     loss32, _ = label_smoothed_nll_loss(*target_lprobs(model, sample, pad), 0.1, pad)
-    assert dtypes[0] == torch.float16 and abs(float(loss16) / float(loss32) - 1) < 1e-2
+    assert dtypes[0] == torch.float16 and abs(loss16.item() / loss32.item() - 1) < 1e-2
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
 
 
@@ -252,7 +217,7 @@ def test_beam_shares_encoder_rows_and_equals_full(dictionary, variant):
         _, enc, src, prev = _beam_start(model, dictionary, src, prev, g=3, differ_from=2)  # hypotheses 0-2, 3-5
         assert enc["encoder_out"][0].size(0) == 2 and int(enc["beam"][0]) == 3
         orders = {2: torch.tensor([2, 0, 2, 3, 5, 4]), 3: torch.tensor([0, 1, 2, 3, 3, 5]), 4: torch.tensor([4, 3, 3])}
-        enc, state = _decode_with_reorders(model, src, prev, enc, orders)
+        enc, state = decode_with_reorders(model, src, prev, enc, orders)
         cache = model.decoder.get_incremental_state(state, "cache")
         assert enc["encoder_out"][0].size(0) == cache["0.cross.k"].size(0) == 1 and int(enc["beam"][0]) == 3
         steps = prev.size(1) if "attention_window" not in variant else variant["attention_window"] + 1
@@ -269,7 +234,7 @@ def test_beam_reorder_is_index_select_and_a_broken_beam_falls_back(dictionary, v
     src, prev = random_batch(dictionary, B=2, T=7)
     with torch.no_grad():
         expand, enc, src, prev = _beam_start(model, dictionary, src, prev, g=3, differ_from=1)
-        enc, state = _decode_with_reorders(model, src, prev[:, :3], enc, {})
+        enc, state = decode_with_reorders(model, src, prev[:, :3], enc, {})
         cache = model.decoder.get_incremental_state(state, "cache")
         for order in (torch.tensor([1, 1, 0, 5, 3, 4]), torch.tensor([0, 1, 1, 3, 4, 5])):
             before = {k: (v.data_ptr(), v.index_select(0, order)) for k, v in cache.items() if ".self." in k}
@@ -277,7 +242,7 @@ def test_beam_reorder_is_index_select_and_a_broken_beam_falls_back(dictionary, v
             assert all(torch.equal(cache[k], v) for k, (_, v) in before.items())
         assert all(cache[k].data_ptr() == p for k, (p, _) in before.items())  # one row of six moved: in place
         orders = {3: torch.tensor([1, 1, 0, 5, 3, 4]), 5: torch.tensor([0, 3, 1, 4, 2, 5])}  # step 5 mixes sentences
-        enc, state = _decode_with_reorders(
+        enc, state = decode_with_reorders(
             model, src, prev, model.encoder.reorder_encoder_out(model.encoder(src[[0, 3]]), expand), orders
         )
         cache = model.decoder.get_incremental_state(state, "cache")
@@ -316,7 +281,7 @@ def test_a_reorder_is_one_call_not_a_walk_over_modules(dictionary, monkeypatch):
 
     monkeypatch.setattr(model.decoder, "modules", walk)
     with torch.no_grad():
-        _decode_with_reorders(model, src, prev, model.encoder(src), {2: torch.tensor([1, 1])})
+        decode_with_reorders(model, src, prev, model.encoder(src), {2: torch.tensor([1, 1])})
 
 
 def test_shared_memory_gives_the_same_weights(dictionary):

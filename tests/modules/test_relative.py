@@ -33,7 +33,7 @@ def test_relative_logits_and_values_hand_computed():
     )  # q_3 = 1: (0-1, 1-1, 1-1, 0+0)
     assert torch.allclose(w[0, 0], logits.softmax(-1), atol=1e-6)
     # row 2 is uniform: 0.25 (v_0 = 1) + 0.25 (a^V_-1 + a^V_-1 + a^V_0 + a^V_+1 = 10 + 10 + 20 + 30)
-    assert math.isclose(float(out[0, 0, 2, 0]), 0.25 + 17.5, rel_tol=1e-6)
+    assert math.isclose(out[0, 0, 2, 0].item(), 0.25 + 17.5, rel_tol=1e-6)
     a_v = torch.tensor([10.0, 20.0, 30.0])[rel.buckets(POS, POS)]  # (T, S)
     assert torch.allclose(out[0, 0, :, 0], (w[0, 0] * (v.view(1, 4) + a_v)).sum(-1), atol=1e-5)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-PTB_SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ptb-sample"
+from helpers import PTB_SAMPLE
+
 EVALB_CACHE = Path.home() / ".cache" / "attn_only_plugin" / "evalb"
 EVALB_FILES = (
     "COLLINS.prm",

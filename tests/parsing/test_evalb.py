@@ -241,7 +241,7 @@ def test_cli_prints_evalb_report_and_one_line_errors(tmp_path):
 
 
 def test_empty_gold_is_an_error_not_a_zero_report(tmp_path):
-    """Issue 30, item 9: evalb.py on empty files printed an all-zero report, exit 0."""
+    """Evalb.py on empty files printed an all-zero report, exit 0."""
     (tmp_path / "gold").write_text("")
     (tmp_path / "test").write_text("")
     proc = subprocess.run(

@@ -151,7 +151,7 @@ def test_out_that_is_an_input_is_refused(parse_eval, data, tmp_path, monkeypatch
 
 
 def test_existing_out_is_replaced_only_with_force(parse_eval, data, tmp_path):
-    """Issue 30: the shared rule for outputs; an earlier --out is kept unless --force."""
+    """The shared rule for outputs; an earlier --out is kept unless --force."""
     log = generate_log(tmp_path / "gen.log", ["The cat sat .", "It rained"])
     out = tmp_path / "test.pred"
     out.write_text("mine\n")

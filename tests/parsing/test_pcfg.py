@@ -289,7 +289,7 @@ def test_script_refusals_are_one_line(script, data, tmp_path, monkeypatch):
                 "--force or not; give --out a path outside every input"
             ),
         )
-    (tmp_path / "earlier.pcfg").write_text("mine\n")  # an existing output: kept unless --force (issue 30)
+    (tmp_path / "earlier.pcfg").write_text("mine\n")  # an existing output: kept unless --force
     refused(
         lambda: script.main(["--data", str(data), "--out", "earlier.pcfg"]),
         re.escape("error: --out earlier.pcfg already exists: pass --force to replace it, or choose another --out"),

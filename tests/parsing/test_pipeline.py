@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import PTB_SAMPLE
+from helpers import PTB_SAMPLE
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL_CHECKPOINTS = "ensemble"  # what SMALL=1 decodes: the mean of the last 5 checkpoints, or them as an ensemble
@@ -95,7 +95,7 @@ def test_prepare_errors_are_one_line(tmp_path, ptb_files):
 
 
 def test_out_follows_the_shared_rule(tmp_path):
-    """Issue 30: an existing --out is written into only with --force; an --out that is, holds or lies
+    """An existing --out is written into only with --force; an --out that is, holds or lies
     inside --treebank is refused, --force or not, before anything is written."""
     bank = tmp_path / "bank"
     bank.mkdir()

@@ -35,7 +35,7 @@ def test_tiny_benchmark_runs_and_hypotheses_match(cli, tmp_path):
     r = json.loads(out.read_text())
     assert r["generation"]["identical_hypotheses"] is True and len(r["generation"]["ratio_per_repeat"]) == 2
     assert r["generation"]["identical_sentences"] == r["generation"]["sentences"] == 4
-    # our model exported to CTranslate2, in the same turns (issue 18): its hypotheses are the built-in's
+    # our model exported to CTranslate2, in the same turns: its hypotheses are the built-in's
     assert "CTranslate2 float32 sentences/s" in proc.stdout and "CTranslate2 int8 sentences/s" in proc.stdout
     assert r["generation"]["ctranslate2_threads"]["inter_threads"] == 1
     assert r["generation"]["ct2_float32"]["identical_sentences"] == 4
@@ -135,7 +135,7 @@ def test_without_a_speed_path(cli, script, monkeypatch, tmp_path):
     r = json.loads(out.read_text())
     assert r["shape"]["without"] == ["packing"] and r["generation"]["identical_hypotheses"] is True
     assert "'without': ['packing']" in proc.stdout
-    # argparse's refusal, also of the beam-shared self-attention cache's switch, dropped (issue 31 item 3)
+    # argparse's refusal, also of the beam-shared self-attention cache's switch, dropped
     assert cli("benchmark", "--preset", "tiny", "--without", "shared-cache").returncode == 2
 
 

@@ -60,7 +60,7 @@ def test_detok_scores_like_sacrebleu(script):
 
 
 def test_byte_order_mark_is_not_text(cli, tmp_path):
-    """Issue 30, item 9: hypotheses saved with a byte order mark scored 83 instead of 100 on 1-grams
+    """Hypotheses saved with a byte order mark scored 83 instead of 100 on 1-grams
     (the mark glued to the first word); it is an encoding mark, stripped when read."""
     ref = tmp_path / "ref"
     ref.write_text("Das ist ein Satz .\nNoch einer hier .\n", encoding="utf-8")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from toy_training import toy_data  # noqa: E402
+from helpers import toy_data  # noqa: E402
 
 TINY = [
     "--updates",
@@ -31,7 +31,7 @@ TINY = [
 
 
 def digit_bin(root: Path) -> Path:
-    """The digit-reversal data-bin of toy_training.py, with a test split to translate."""
+    """The digit-reversal data-bin of helpers.toy_data, with a test split to translate."""
     return toy_data(root, n_train=60, n_test=6)
 
 
@@ -54,7 +54,7 @@ def test_two_models_two_seeds_one_table_and_reuse(cli, tmp_path):
     assert again.returncode == 0 and "4 of 4 runs already done" in again.stderr
     assert "[quality] start" not in again.stderr and again.stdout == proc.stdout
     assert cli("compare_quality", *args).stderr.startswith(f"error: --out {out} already exists: pass --force")
-    # issue 30, item 5: other settings into the same --work reported the old result as the new one
+    # other settings into the same --work reported the old result as the new one
     for changed, says in [(["--updates", "4"], "fairseq-train flags"), (["--d-model", "32"], "fairseq-train flags")]:
         proc = cli("compare_quality", *args[:-1], tmp_path / "other.json", *changed)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr

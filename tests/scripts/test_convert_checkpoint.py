@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_end_to_end import PLUGIN, reversal_data, run  # noqa: E402
+from helpers import PLUGIN, reversal_data, run  # noqa: E402
 
 BUILTIN = [
     "--arch",
@@ -75,7 +75,9 @@ def same(a, b):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return reversal_data(tmp_path_factory, "convert", 500)
+    root = tmp_path_factory.mktemp("convert")
+    reversal_data(root, 500)
+    return root
 
 
 def test_round_trip_same_hypotheses(data, tmp_path, cli):

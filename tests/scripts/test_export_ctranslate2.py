@@ -1,6 +1,6 @@
 """scripts/export_ctranslate2.py and scripts/translate_ctranslate2.py on a tiny random-weight
 checkpoint (no training): the folder written atomically, refused when it exists unless --force;
-translation of a file, stdin and fairseq-generate's S-/H-/D- lines; bad input (issue 18, item 7)
+translation of a file, stdin and fairseq-generate's S-/H-/D- lines; bad input
 as one-line errors with nothing half-written."""
 
 import dataclasses
@@ -94,10 +94,10 @@ def test_export_writes_the_folder_atomically_and_refuses_an_existing_one(ckpt, t
 
 
 def test_force_never_deletes_an_input_or_a_folder_that_is_not_an_export(ckpt, tmp_path):
-    """Issue 30, item 1: --out X --force deleted whatever X was: the input checkpoint (it became a
+    """--out X --force deleted whatever X was: the input checkpoint (it became a
     CTranslate2 folder), the save dir, the data-bin, a folder above the checkpoint. Every case is one
     line now, checked before the model is read, and every input is left as it was."""
-    from test_bad_input import snapshot
+    from helpers import snapshot
 
     save = tmp_path / "run" / "checkpoints"
     save.mkdir(parents=True)
@@ -183,7 +183,7 @@ def test_translate_a_file_stdin_and_fairseq_lines(ckpt, tmp_path):
 
 
 def test_translation_output_follows_the_shared_rule(ckpt, tmp_path):
-    """Issue 30: --output may not be the input, nor lie inside the model folder, --force or not; an
+    """--output may not be the input, nor lie inside the model folder, --force or not; an
     existing --output is replaced only with --force."""
     model = tmp_path / "ct2"
     export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", model)
@@ -208,7 +208,7 @@ def test_translation_output_follows_the_shared_rule(ckpt, tmp_path):
     assert proc.returncode == 0 and len((tmp_path / "hyp.txt").read_text().splitlines()) == 2, proc.stderr[-2000:]
 
 
-# Ctrl-C (issue 30, item 6): one line, exit 130, nothing half-written --------------------------------
+# Ctrl-C: one line, exit 130, nothing half-written --------------------------------
 
 # A real SIGINT, sent by the process to itself at a chosen point (a terminal's Ctrl-C reaches the
 # same handler); SIGINT's handler is restored first, as a test run in the background inherits it ignored.
@@ -257,7 +257,7 @@ def test_ctrl_c_in_translation_is_one_line_and_writes_no_output(ckpt, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["ct2", "in.txt"]
 
 
-# Bad input (issue 18, item 7): one line, nothing written ------------------------------------------
+# Bad input: one line, nothing written ------------------------------------------
 
 
 def one_line_error(proc, text):
@@ -304,7 +304,7 @@ def test_dictionaries_missing_or_not_the_checkpoints(ckpt, tmp_path):
         export(ckpt / "checkpoint.pt", "--data", tmp_path / "empty", "--out", tmp_path / "o")
     with pytest.raises(PluginError, match="data directory .* does not exist"):
         export(ckpt / "checkpoint.pt", "--data", tmp_path / "nope", "--out", tmp_path / "o")
-    (tmp_path / "a_file").write_text("x")  # issue 30, item 8: a file was reported as "does not exist"
+    (tmp_path / "a_file").write_text("x")  # a file was reported as "does not exist"
     with pytest.raises(PluginError, match="data directory .*a_file is a file, not a folder: give the --destdir folder"):
         export(ckpt / "checkpoint.pt", "--data", tmp_path / "a_file", "--out", tmp_path / "o")
     bare = tmp_path / "bare"  # dictionaries only, and a checkpoint without its language pair
@@ -428,7 +428,7 @@ def test_model_folder_device_and_compute_type(ckpt, tmp_path):
 
 
 def test_ctranslate2_api_arguments_are_checked(ckpt, tmp_path):
-    """Issue 30, item 7: batch_size 0 or negative and negative lengths were silently 1; threads and
+    """batch_size 0 or negative and negative lengths were silently 1; threads and
     device unchecked. One line each, alike with load()'s translate()."""
     export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", tmp_path / "ct2")
     for kwargs, message in [

@@ -9,12 +9,13 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_end_to_end import TINY, reversal_data, train  # noqa: E402
+from helpers import TINY, reversal_data, train  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def translator(tmp_path_factory):
-    root = reversal_data(tmp_path_factory, "attn", 300)
+    root = tmp_path_factory.mktemp("attn")
+    reversal_data(root, 300)
     train(root / "bin", root / "ckpt", "--arch", "transformer_base", *TINY, "--warmup-updates", 10, max_update=5)
     import attn_only_plugin
 

@@ -40,7 +40,7 @@ def test_output_that_is_the_log_is_refused(tmp_path, script, capsys, monkeypatch
     assert log.read_text() == LOG and sorted(os.listdir(tmp_path)) == ["hard.png", "link.png", "train.log"]
     plot_loss.main(["train.log", "loss.png"])
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and log.read_text() == LOG
-    # an existing plot (issue 30's shared rule): kept unless --force
+    # an existing plot (the shared rule for outputs): kept unless --force
     capsys.readouterr()
     (tmp_path / "loss.png").write_bytes(b"mine")
     with pytest.raises(SystemExit) as stop:

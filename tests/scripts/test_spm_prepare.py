@@ -1,4 +1,4 @@
-"""scripts/spm_prepare.py under the shared rule for outputs (atomic.check_output, issue 30 item 2):
+"""scripts/spm_prepare.py under the shared rule for outputs (atomic.check_output):
 `--data raw --out raw` wrote the segmented text over the raw corpus."""
 
 import hashlib
@@ -44,7 +44,7 @@ def test_output_may_not_be_or_lie_inside_the_corpus_and_is_replaced_only_with_fo
 
 
 def test_byte_order_mark_nul_line_counts_and_one_language(cli, tmp_path):
-    """Issue 30, item 9: a byte order mark that starts a file is an encoding mark, stripped (not a
+    """A byte order mark that starts a file is an encoding mark, stripped (not a
     piece of the first sentence, not a refusal); NUL is refused by line; sides of different lengths
     and --src = --tgt are one line each, nothing written."""
     raw = corpus(tmp_path)

@@ -101,7 +101,7 @@ def test_the_list_is_complete():
 
 @pytest.mark.parametrize("name", STANDALONE)
 def test_help_under_a_bare_python(name):
-    """Issue 30, item 10: _standalone.py used importlib.machinery without importing it, which only the
+    """_standalone.py used importlib.machinery without importing it, which only the
     venv's start-up happened to have imported: under `python -S` (no site, as a Python outside the
     project's venv may start) every standalone script, --help included, ended in a traceback. Run as
     a file: runpy would import importlib.machinery itself."""
