@@ -1,5 +1,5 @@
 """`--beam-stop paper` in the real CLIs: fairseq-generate and fairseq-interactive on a toy model
-trained for a few updates (tests/toy_training.py), its scores as fairseq prints them, the two
+trained for a few updates (tests/helpers.py), its scores as fairseq prints them, the two
 rules compared by scripts/compare_search.py, and an unknown rule refused by fairseq's parser."""
 
 import subprocess
@@ -9,7 +9,7 @@ import pytest
 
 from attn_only_plugin.tasks.paper_search import StoppingRuleGenerator
 from attn_only_plugin.tasks.translation_paper import gnmt_length_penalty
-from toy_training import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data, train_args
+from helpers import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data, train_args
 
 DECODE = ["--task", "translation_paper", "--beam", 4, "--lenpen", 0.6, "--lenpen-style", "gnmt"]
 DECODE += ["--max-len-a", 1, "--max-len-b", 5, "--cpu", "--user-dir", PLUGIN]
