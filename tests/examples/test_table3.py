@@ -1,0 +1,135 @@
+"""examples/table3.sh SMALL=1 (Table 3 of Vaswani et al. 2017 on a CPU): every row's scaled flags
+build the model they mean, whose parameter count the Table 3 formula gives (and that formula gives
+the paper's "params x10^6" column at the paper's scale); one row end to end on a tiny slice; and
+scripts/table3_report.py's table, agreement rule and figure."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+sys.path.insert(0, str(ROOT / "scripts"))
+import table3_report as report  # noqa: E402
+
+VOCAB = 4000  # the recipe's joint sentencepiece vocabulary, fairseq's 4 specials included
+
+
+def build(tmp_path, flags):
+    """The model fairseq-train builds from `--arch transformer_base FLAGS` on a VOCAB-type dictionary."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    for lang in ("en", "de"):
+        (tmp_path / f"dict.{lang}.txt").write_text("".join(f"w{i} 1\n" for i in range(VOCAB - 4)))
+    parser = options.get_training_parser()
+    argv = [str(tmp_path), "--user-dir", str(ROOT / "attn_only_plugin"), "--arch", "transformer_base"]
+    argv += ["--criterion", "paper_label_smoothed_ce"]  # rows D3, D4 set its --label-smoothing
+    args = options.parse_args_and_arch(parser, argv + ["-s", "en", "-t", "de", "--cpu", *flags.split()])
+    cfg = convert_namespace_to_omegaconf(args)
+    return tasks.setup_task(cfg.task).build_model(cfg.model)
+
+
+@pytest.mark.parametrize("row", list(report.paper_rows(small=True)))
+def test_every_scaled_row_builds_the_intended_shape(tmp_path, row):
+    flags = report.paper_rows(small=True)[row][2]
+    s = report.shape(flags)
+    model = build(tmp_path, flags)
+    n = sum(p.numel() for p in model.parameters())
+    learned = sum(p.numel() for name, p in model.named_parameters() if "positions" in name)
+    assert (learned > 0) == ("--learned-pos" in flags), row  # row E's learned positions, no other row's
+    assert n - learned == report.parameters(s, VOCAB), (row, n, s)  # the formula counts the rest
+    assert (len(model.encoder.layers), len(model.decoder.layers)) == (s["N"], s["N"])
+    d, h, d_k, d_v = s["d_model"], s["h"], s["d_k"], s["d_v"]
+    for layer in (model.encoder.layers[0], model.decoder.layers[-1]):
+        attn = layer.self_attn
+        assert (attn.h, attn.d_k, attn.d_v) == (h, d_k, d_v), row
+        assert tuple(attn.qkv.weight.shape) == (h * (2 * d_k + d_v), d), row  # [W^Q | W^K | W^V]
+        assert tuple(attn.out.weight.shape) == (d, h * d_v), row  # W^O
+        assert tuple(layer.ffn.w1.weight.shape) == (s["d_ff"], d), row  # W_1 of Eq. 2
+    cross = model.decoder.layers[0].cross_attn
+    assert tuple(cross.q.weight.shape) == (h * d_k, d) and tuple(cross.kv.weight.shape) == (h * (d_k + d_v), d)
+
+
+def test_scaling_divides_every_width_by_one_factor():
+    """The scaled rows are the paper's with d_model, d_ff, d_k, d_v / 4; depth, heads and the
+    rest as the paper; d_k = d_model / h holds in base as in the paper's base."""
+    paper, small = report.paper_rows(small=False), report.paper_rows(small=True)
+    assert list(paper) == list(small) and len(small) == 19
+    for row in paper:
+        big, little = report.shape(paper[row][2]), report.shape(small[row][2])
+        for field in ("d_model", "d_ff", "d_k", "d_v"):
+            assert big[field] == 4 * little[field], (row, field)
+        assert (big["N"], big["h"]) == (little["N"], little["h"]), row
+        rest = lambda f: re.sub(r"--(d-model|d-ff|d-k|d-v) \d+", "", f).split()  # noqa: E731
+        assert rest(paper[row][2]) == rest(small[row][2]), row
+    assert report.shape(small["base"][2]) == dict(N=6, d_model=128, d_ff=512, h=8, d_k=16, d_v=16)
+
+
+def test_parameter_formula_gives_table3s_column():
+    """At the paper's scale (37,000 shared types) the formula lands within 7% of every
+    "params x10^6" of Table 3 (the paper's count is a little larger throughout: base 63.1 vs 65)."""
+    paper = report.paper_rows(small=False)
+    for row, millions in report.PAPER_PARAMS.items():
+        ours = report.parameters(report.shape(paper[row][2]), 37000) / 1e6
+        assert 0 < (millions - ours) / millions < 0.07, (row, ours, millions)
+
+
+def table3(env, *args):
+    return subprocess.run(
+        ["bash", str(EXAMPLES / "table3.sh"), *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, SMALL="1", **env),
+        timeout=1200,
+    )
+
+
+def test_one_row_end_to_end_on_a_tiny_slice(tmp_path):
+    """SMALL=1 table3.sh B1 from the corpus to its line; a rerun with more updates resumes; a
+    finished row is not redone; a folder holding another row's model is refused before any work."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split, n in {"train": 300, "valid": 12, "test": 5}.items():
+        for lang in ("en", "de"):
+            lines = (EXAMPLES / "data" / "libreoffice_en_de" / f"{split}.{lang}").read_text().splitlines()[:n]
+            (corpus / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
+    work = tmp_path / "work"
+    env = dict(CORPUS=str(corpus), WORK=str(work), VOCAB="300", SEED="2", MAX_TOKENS="512")
+    proc = table3(dict(env, UPDATES="2"), "B1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = proc.stdout.strip()
+    assert re.fullmatch(r"table3 B1 seed 2: ppl [0-9.]+ bleu [0-9.]+", line), proc.stdout  # stdout: the line only
+    run = work / "B1" / "seed2"
+    assert (run / "result.txt").read_text().strip() == line
+    result = json.loads((run / "result.json").read_text())
+    assert (result["row"], result["seed"], result["updates"]) == ("B1", 2, 2)
+    assert f"ppl {result['ppl']} bleu {result['bleu']}" in line
+    assert "--d-k 4" in result["flags"] and "--d-model 128" in result["flags"]
+    assert len((run / "hyp.de").read_text().splitlines()) == 12  # the valid split, not test
+    assert not list((run / "checkpoints").glob("checkpoint_*_*.pt"))  # the last checkpoint only is kept
+
+    proc = table3(dict(env, UPDATES="3"), "B1")  # more updates: resumes from checkpoint_last.pt
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(
+        r"loaded checkpoint .*checkpoint_last.pt \(epoch 1 @ 2 updates\)", (run / "train.log").read_text(), re.I
+    )
+    assert json.loads((run / "result.json").read_text())["updates"] == 3
+    proc = table3(dict(env, UPDATES="3"), "B1")  # finished: the line again, nothing redone
+    assert proc.returncode == 0 and "finished before" in proc.stderr and "fairseq-" not in proc.stderr
+    assert proc.stdout.strip() == (run / "result.txt").read_text().strip()
+
+    other = work / "A1" / "seed2"  # a folder holding B1's model, run as A1
+    other.parent.mkdir()
+    os.rename(run, other)
+    before = sorted(p.name for p in other.iterdir())
+    proc = table3(dict(env, UPDATES="3"), "A1")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error: ")
+    assert "row B1" in proc.stderr and "row A1" in proc.stderr
+    assert sorted(p.name for p in other.iterdir()) == before
