@@ -3,6 +3,7 @@
 gathered into the table of docs/table3.md and its figure.
 
     python scripts/table3_report.py work/table3_small --out table3.md --figure table3.png
+    python scripts/table3_report.py --params     # parameter counts: Table 3's, the formula's, SMALL=1's
 
 Reads WORK/ROW/seedS/result.json (one per finished row and seed) and the paper's numbers from
 `examples/table3.sh --list`. Per row: dev perplexity (per subword) and BLEU as mean and spread over
@@ -85,11 +86,14 @@ def read_results(work: Path):
     for path in sorted(work.glob("*/seed*/result.json")):
         try:
             r = json.loads(path.read_text())
-            results.setdefault(r["row"], []).append(r)
+            row = r["row"]
         except (ValueError, KeyError) as e:
             raise SystemExit(
                 f"error: {path} is no result.json of table3.sh ({e}): remove it or rerun that row"
             ) from None
+        if row != path.parent.parent.name:
+            raise SystemExit(f"error: {path} holds row {row}'s result, not {path.parent.parent.name}'s: move it back")
+        results.setdefault(row, []).append(r)
     if "base" not in results:
         raise SystemExit(
             f"error: no base row in {work} (WORK/base/seed*/result.json): run SMALL=1 table3.sh base first"
@@ -146,6 +150,24 @@ def table(results, paper):
     return "\n".join(lines) + "\n"
 
 
+def params_table(vocab: int = 4000) -> str:
+    """Table 3's "params x10^6" beside the formula's count at the paper's scale (37,000 shared types)
+    and at SMALL=1's (VOCAB types), each also as a ratio to its base: what the scaling keeps."""
+    paper, small = paper_rows(small=False), paper_rows(small=True)
+    full = {r: parameters(shape(paper[r][2]), 37000) for r in paper}
+    little = {r: parameters(shape(small[r][2]), vocab) for r in small}
+    lines = [
+        "| row | paper params x10^6 | formula, paper scale x10^6 | / base | SMALL=1 x10^6 | / base |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in paper:
+        shown = PAPER_PARAMS.get(r, "")
+        cells = [r, str(shown), f"{full[r] / 1e6:.1f}", f"{full[r] / full['base']:.2f}"]
+        cells += [f"{little[r] / 1e6:.3f}", f"{little[r] / little['base']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def figure(results, paper, out: Path) -> None:
     import matplotlib
 
@@ -154,7 +176,10 @@ def figure(results, paper, out: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 5), dpi=100)
     for ax, (m, i, label) in zip(axes, (("ppl", 0, "dev perplexity"), ("bleu", 1, "dev BLEU")), strict=True):
-        base_mean = statistics.fmean(r[m] for r in results["base"])
+        base_values = [r[m] for r in results["base"]]
+        base_mean = statistics.fmean(base_values)
+        spread = (min(base_values) - base_mean, max(base_values) - base_mean)
+        ax.axhspan(*spread, color="C1", alpha=0.15, label="ours: base's seed range")
         ax.axhline(0, color="grey", lw=0.5)
         ax.axvline(0, color="grey", lw=0.5)
         ax.axvspan(-TOLERANCE, TOLERANCE, color="grey", alpha=0.15, label=f"paper: |Δ| ≤ {TOLERANCE}")
@@ -177,12 +202,16 @@ def figure(results, paper, out: Path) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("work", type=Path, help="the WORK folder of SMALL=1 table3.sh (ROW/seedS/result.json inside)")
+    p.add_argument("work", type=Path, nargs="?", help="the WORK folder of SMALL=1 table3.sh (ROW/seedS/result.json)")
+    p.add_argument("--params", action="store_true", help="print the parameter counts of every row instead")
     p.add_argument("--out", type=Path, help="write the markdown table here (default: stdout)")
     p.add_argument("--figure", type=Path, help="write the PNG figure here")
     p.add_argument("--force", action="store_true", help="replace an existing --out or --figure")
     a = p.parse_args(argv)
-    if not a.work.is_dir():
+    if a.params:
+        sys.stdout.write(params_table())
+        return 0
+    if a.work is None or not a.work.is_dir():
         raise SystemExit(f"error: {a.work} is not a folder: give the WORK folder of SMALL=1 examples/table3.sh")
     atomic = _standalone.load("guards/atomic.py")
     inputs = sorted(a.work.glob("*/seed*/result.json"))

@@ -6,6 +6,7 @@ scripts/table3_report.py's table, agreement rule and figure."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,8 @@ def build(tmp_path, flags):
 @pytest.mark.parametrize("row", list(report.paper_rows(small=True)))
 def test_every_scaled_row_builds_the_intended_shape(tmp_path, row):
     flags = report.paper_rows(small=True)[row][2]
-    s = report.shape(flags)
+    paper = report.shape(report.paper_rows(small=False)[row][2])  # the intended shape: the paper's, widths / 4
+    s = {k: v // 4 if k in ("d_model", "d_ff", "d_k", "d_v") else v for k, v in paper.items()}
     model = build(tmp_path, flags)
     n = sum(p.numel() for p in model.parameters())
     learned = sum(p.numel() for name, p in model.named_parameters() if "positions" in name)
@@ -73,7 +75,7 @@ def test_scaling_divides_every_width_by_one_factor():
 
 def test_parameter_formula_gives_table3s_column():
     """At the paper's scale (37,000 shared types) the formula lands within 7% of every
-    "params x10^6" of Table 3 (the paper's count is a little larger throughout: base 63.1 vs 65)."""
+    "params x10^6" of Table 3, and under it: the paper counted a little more throughout."""
     paper = report.paper_rows(small=False)
     for row, millions in report.PAPER_PARAMS.items():
         ours = report.parameters(report.shape(paper[row][2]), 37000) / 1e6
@@ -133,3 +135,53 @@ def test_one_row_end_to_end_on_a_tiny_slice(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error: ")
     assert "row B1" in proc.stderr and "row A1" in proc.stderr
     assert sorted(p.name for p in other.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    "ours, base, paper_delta, expected",
+    [
+        ([5.0, 5.1, 5.2], [5.05, 5.15, 5.25], 0.05, "yes (both ~0)"),  # ranges overlap, paper ~0 (A3, E)
+        ([5.0, 5.1, 5.2], [5.05, 5.15, 5.25], 0.37, "no (ours inside the spread)"),  # paper moved, we did not
+        ([6.0, 6.2, 6.1], [5.0, 5.1, 5.2], 1.19, "yes"),  # C1: clearly worse, as the paper
+        ([4.0, 4.2, 4.1], [5.0, 5.1, 5.2], 1.19, "no (opposite)"),
+        ([6.0, 6.2, 6.1], [5.0, 5.1, 5.2], -0.01, "no (paper ~0)"),  # we moved, the paper did not
+        ([4.0, 4.2, 4.1], [5.0, 5.1, 5.2], -0.26, "yes"),  # C5: better
+        ([6.0], [5.0, 5.1, 5.2], 1.19, "not judged (1 seed)"),
+    ],
+)
+def test_agreement_is_judged_against_the_seed_spread(ours, base, paper_delta, expected):
+    assert report.agreement(ours, base, paper_delta, lower_is_better=True) == expected
+
+
+def write_result(work, row, seed, ppl, bleu):
+    folder = work / row / f"seed{seed}"
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps(dict(row=row, seed=seed, updates=500, ppl=ppl, bleu=bleu)))
+
+
+def test_report_writes_the_table_and_the_figure(tmp_path):
+    work = tmp_path / "work"
+    for seed, (b, c1, e) in enumerate([(5.0, 6.0, 5.05), (5.2, 6.4, 5.1), (5.1, 6.2, 5.3)], start=1):
+        write_result(work, "base", seed, b, 20.0 + seed)
+        write_result(work, "C1", seed, c1, 17.0 + seed)
+        write_result(work, "E", seed, e, 21.0 + seed)
+    out, png = tmp_path / "table.md", tmp_path / "table3.png"
+    script = [sys.executable, str(ROOT / "scripts" / "table3_report.py"), str(work)]
+    proc = subprocess.run([*script, "--out", str(out), "--figure", str(png)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = {line.split(" | ")[0]: line for line in out.read_text().splitlines()[2:]}
+    assert list(lines) == ["| base", "| C1", "| E"]  # the table's order, rows present only
+    assert lines["| base"].startswith("| base | 3 | 5.10 ± 0.10 | 22.00 ± 1.00 |")
+    # C1: +1.10 PPL against the paper's +1.19, outside base's range: agrees; BLEU -3.00 vs -2.10
+    assert "| C1 | 3 | 6.20 ± 0.20 | 19.00 ± 1.00 | +1.10 | +1.19 | yes | -3.00 | -2.10 | yes |" in lines["| C1"]
+    # E: its range overlaps base's and the paper's PPL did not move (0.00): agrees
+    assert "| +0.05 | +0.00 | yes (both ~0) |" in lines["| E"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    proc = subprocess.run([*script, "--out", str(out)], capture_output=True, text=True)  # no --force
+    assert proc.returncode == 1 and proc.stderr.startswith("error: --out") and "--force" in proc.stderr
+    (work / "base").rename(work / "D1")  # a folder moved: its results are not D1's
+    proc = subprocess.run([*script, "--out", str(tmp_path / "other.md")], capture_output=True, text=True)
+    assert proc.returncode == 1 and "holds row base's result, not D1's" in proc.stderr
+    shutil.rmtree(work / "D1")  # base missing: nothing to compare with
+    proc = subprocess.run([*script, "--out", str(tmp_path / "other.md")], capture_output=True, text=True)
+    assert proc.returncode == 1 and "no base row" in proc.stderr and not (tmp_path / "other.md").exists()
