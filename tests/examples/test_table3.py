@@ -137,6 +137,33 @@ def test_one_row_end_to_end_on_a_tiny_slice(tmp_path):
     assert sorted(p.name for p in other.iterdir()) == before
 
 
+def test_rows_started_together_prepare_the_data_once(tmp_path):
+    """Two queues side by side in one WORK: one prepares the shared data-bin, the other waits for it."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split, n in {"train": 200, "valid": 4, "test": 4}.items():
+        for lang in ("en", "de"):
+            lines = (EXAMPLES / "data" / "libreoffice_en_de" / f"{split}.{lang}").read_text().splitlines()[:n]
+            (corpus / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
+    env = dict(os.environ, SMALL="1", CORPUS=str(corpus), WORK=str(tmp_path / "w"), VOCAB="250", UPDATES="1")
+    env["MAX_TOKENS"] = "512"
+    procs = [
+        subprocess.Popen(
+            ["bash", str(EXAMPLES / "table3.sh"), row],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for row in ("C1", "C4")
+    ]
+    outs = [p.communicate(timeout=1200) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    assert [out.split(":")[0] for out, _ in outs] == ["table3 C1 seed 1", "table3 C4 seed 1"]
+    prepared = sorted("joint vocabulary 250" in err for _, err in outs)
+    assert prepared == [False, True], [err[:500] for _, err in outs]  # one prepared, the other reused it
+
+
 @pytest.mark.parametrize(
     "ours, base, paper_delta, expected",
     [
