@@ -8,12 +8,15 @@ gathered into the table of docs/table3.md and its figure.
 Reads WORK/ROW/seedS/result.json (one per finished row and seed) and the paper's numbers from
 `examples/table3.sh --list`. Per row: dev perplexity (per subword) and BLEU as mean and spread over
 seeds (sample standard deviation), the difference of the means from base beside the paper's
-difference, and whether the direction agrees. Agreement is judged against the seed spread: a row
-whose seed range overlaps base's is "inside the spread", no measurable change, and agrees only with
-a paper row that moved by at most TOLERANCE (0.1 PPL or BLEU, the paper's last printed digit); a row
-outside the spread agrees when it moved the paper's way and the paper's row moved by more than that.
-A row or base with fewer than 2 seeds is not judged. The figure plots, per row, the paper's PPL and
-BLEU differences against ours (point: the mean; bar: the seed range of the row minus base's mean).
+difference, whether the direction agrees, and the mean minutes a run took (result.json's seconds:
+the last invocation's, so a resumed run counts its resumed part only).
+
+Agreement is judged against the seed spread: a row whose seed range overlaps base's is "inside the
+spread", no measurable change, and agrees only with a paper row that moved by at most TOLERANCE
+(0.1 PPL or BLEU, the paper's last printed digit); a row outside the spread agrees when it moved the
+paper's way and the paper's row moved by more than that. A row or base with fewer than 2 seeds is
+not judged. The figure plots, per row, the paper's PPL and BLEU differences against ours (point:
+the mean; bar: the seed range of the row minus base's mean; shaded: base's own seed range).
 """
 
 import argparse
@@ -126,8 +129,8 @@ def table(results, paper):
     base = {m: [r[m] for r in results["base"]] for m in ("ppl", "bleu")}
     lines = [
         "| row | seeds | PPL (dev) | BLEU (dev) | ΔPPL ours | ΔPPL paper | PPL agrees"
-        " | ΔBLEU ours | ΔBLEU paper | BLEU agrees |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        " | ΔBLEU ours | ΔBLEU paper | BLEU agrees | minutes a run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row, (p_ppl, p_bleu, _) in paper.items():
         if row not in results:
@@ -146,6 +149,8 @@ def table(results, paper):
                 f"{p_row - p_base:+.2f}",
                 agreement(ours[m], base[m], p_row - p_base, m == "ppl"),
             ]
+        seconds = [r["seconds"] for r in results[row] if "seconds" in r]  # the last invocation's, resumed or not
+        cells.append(f"{statistics.fmean(seconds) / 60:.1f}" if seconds else "")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

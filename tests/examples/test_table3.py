@@ -183,7 +183,8 @@ def test_agreement_is_judged_against_the_seed_spread(ours, base, paper_delta, ex
 def write_result(work, row, seed, ppl, bleu):
     folder = work / row / f"seed{seed}"
     folder.mkdir(parents=True)
-    (folder / "result.json").write_text(json.dumps(dict(row=row, seed=seed, updates=500, ppl=ppl, bleu=bleu)))
+    result = dict(row=row, seed=seed, updates=500, ppl=ppl, bleu=bleu, seconds=600 + 60 * seed)
+    (folder / "result.json").write_text(json.dumps(result))
 
 
 def test_report_writes_the_table_and_the_figure(tmp_path):
@@ -200,7 +201,7 @@ def test_report_writes_the_table_and_the_figure(tmp_path):
     assert list(lines) == ["| base", "| C1", "| E"]  # the table's order, rows present only
     assert lines["| base"].startswith("| base | 3 | 5.10 ± 0.10 | 22.00 ± 1.00 |")
     # C1: +1.10 PPL against the paper's +1.19, outside base's range: agrees; BLEU -3.00 vs -2.10
-    assert "| C1 | 3 | 6.20 ± 0.20 | 19.00 ± 1.00 | +1.10 | +1.19 | yes | -3.00 | -2.10 | yes |" in lines["| C1"]
+    assert lines["| C1"] == "| C1 | 3 | 6.20 ± 0.20 | 19.00 ± 1.00 | +1.10 | +1.19 | yes | -3.00 | -2.10 | yes | 12.0 |"
     # E: its range overlaps base's and the paper's PPL did not move (0.00): agrees
     assert "| +0.05 | +0.00 | yes (both ~0) |" in lines["| E"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
