@@ -213,3 +213,12 @@ def test_report_writes_the_table_and_the_figure(tmp_path):
     shutil.rmtree(work / "D1")  # base missing: nothing to compare with
     proc = subprocess.run([*script, "--out", str(tmp_path / "other.md")], capture_output=True, text=True)
     assert proc.returncode == 1 and "no base row" in proc.stderr and not (tmp_path / "other.md").exists()
+
+
+def test_a_queue_checks_every_row_before_running_any(tmp_path):
+    work, env = tmp_path / "w", dict(WORK=str(tmp_path / "w"), CORPUS=str(tmp_path / "none"))  # a row run would stop
+    proc = table3(env, "base", "Z9")
+    assert proc.returncode == 1 and proc.stderr.startswith("error: unknown Table 3 row 'Z9'") and not work.exists()
+    assert len(proc.stderr.splitlines()) == 1  # that line only: base was not started
+    proc = table3(env)
+    assert proc.returncode == 1 and proc.stderr.startswith("error: no Table 3 row given") and not work.exists()
