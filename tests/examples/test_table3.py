@@ -1,0 +1,224 @@
+"""examples/table3.sh SMALL=1 (Table 3 of Vaswani et al. 2017 on a CPU): every row's scaled flags
+build the model they mean, whose parameter count the Table 3 formula gives (and that formula gives
+the paper's "params x10^6" column at the paper's scale); one row end to end on a tiny slice; and
+scripts/table3_report.py's table, agreement rule and figure."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+sys.path.insert(0, str(ROOT / "scripts"))
+import table3_report as report  # noqa: E402
+
+VOCAB = 4000  # the recipe's joint sentencepiece vocabulary, fairseq's 4 specials included
+
+
+def build(tmp_path, flags):
+    """The model fairseq-train builds from `--arch transformer_base FLAGS` on a VOCAB-type dictionary."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    for lang in ("en", "de"):
+        (tmp_path / f"dict.{lang}.txt").write_text("".join(f"w{i} 1\n" for i in range(VOCAB - 4)))
+    parser = options.get_training_parser()
+    argv = [str(tmp_path), "--user-dir", str(ROOT / "attn_only_plugin"), "--arch", "transformer_base"]
+    argv += ["--criterion", "paper_label_smoothed_ce"]  # rows D3, D4 set its --label-smoothing
+    args = options.parse_args_and_arch(parser, argv + ["-s", "en", "-t", "de", "--cpu", *flags.split()])
+    cfg = convert_namespace_to_omegaconf(args)
+    return tasks.setup_task(cfg.task).build_model(cfg.model)
+
+
+@pytest.mark.parametrize("row", list(report.paper_rows(small=True)))
+def test_every_scaled_row_builds_the_intended_shape(tmp_path, row):
+    flags = report.paper_rows(small=True)[row][2]
+    paper = report.shape(report.paper_rows(small=False)[row][2])  # the intended shape: the paper's, widths / 4
+    s = {k: v // 4 if k in ("d_model", "d_ff", "d_k", "d_v") else v for k, v in paper.items()}
+    model = build(tmp_path, flags)
+    n = sum(p.numel() for p in model.parameters())
+    learned = sum(p.numel() for name, p in model.named_parameters() if "positions" in name)
+    assert (learned > 0) == ("--learned-pos" in flags), row  # row E's learned positions, no other row's
+    assert n - learned == report.parameters(s, VOCAB), (row, n, s)  # the formula counts the rest
+    assert (len(model.encoder.layers), len(model.decoder.layers)) == (s["N"], s["N"])
+    d, h, d_k, d_v = s["d_model"], s["h"], s["d_k"], s["d_v"]
+    for layer in (model.encoder.layers[0], model.decoder.layers[-1]):
+        attn = layer.self_attn
+        assert (attn.h, attn.d_k, attn.d_v) == (h, d_k, d_v), row
+        assert tuple(attn.qkv.weight.shape) == (h * (2 * d_k + d_v), d), row  # [W^Q | W^K | W^V]
+        assert tuple(attn.out.weight.shape) == (d, h * d_v), row  # W^O
+        assert tuple(layer.ffn.w1.weight.shape) == (s["d_ff"], d), row  # W_1 of Eq. 2
+    cross = model.decoder.layers[0].cross_attn
+    assert tuple(cross.q.weight.shape) == (h * d_k, d) and tuple(cross.kv.weight.shape) == (h * (d_k + d_v), d)
+
+
+def test_scaling_divides_every_width_by_one_factor():
+    """The scaled rows are the paper's with d_model, d_ff, d_k, d_v / 4; depth, heads and the
+    rest as the paper; d_k = d_model / h holds in base as in the paper's base."""
+    paper, small = report.paper_rows(small=False), report.paper_rows(small=True)
+    assert list(paper) == list(small) and len(small) == 19
+    for row in paper:
+        big, little = report.shape(paper[row][2]), report.shape(small[row][2])
+        for field in ("d_model", "d_ff", "d_k", "d_v"):
+            assert big[field] == 4 * little[field], (row, field)
+        assert (big["N"], big["h"]) == (little["N"], little["h"]), row
+        rest = lambda f: re.sub(r"--(d-model|d-ff|d-k|d-v) \d+", "", f).split()  # noqa: E731
+        assert rest(paper[row][2]) == rest(small[row][2]), row
+    assert report.shape(small["base"][2]) == dict(N=6, d_model=128, d_ff=512, h=8, d_k=16, d_v=16)
+
+
+def test_parameter_formula_gives_table3s_column():
+    """At the paper's scale (37,000 shared types) the formula lands within 7% of every
+    "params x10^6" of Table 3, and under it: the paper counted a little more throughout."""
+    paper = report.paper_rows(small=False)
+    for row, millions in report.PAPER_PARAMS.items():
+        ours = report.parameters(report.shape(paper[row][2]), 37000) / 1e6
+        assert 0 < (millions - ours) / millions < 0.07, (row, ours, millions)
+
+
+def table3(env, *args):
+    return subprocess.run(
+        ["bash", str(EXAMPLES / "table3.sh"), *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, SMALL="1", **env),
+        timeout=1200,
+    )
+
+
+def test_one_row_end_to_end_on_a_tiny_slice(tmp_path):
+    """SMALL=1 table3.sh B1 from the corpus to its line; a rerun with more updates resumes; a
+    finished row is not redone; a folder holding another row's model is refused before any work."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split, n in {"train": 300, "valid": 12, "test": 5}.items():
+        for lang in ("en", "de"):
+            lines = (EXAMPLES / "data" / "libreoffice_en_de" / f"{split}.{lang}").read_text().splitlines()[:n]
+            (corpus / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
+    work = tmp_path / "work"
+    env = dict(CORPUS=str(corpus), WORK=str(work), VOCAB="300", SEED="2", MAX_TOKENS="512")
+    proc = table3(dict(env, UPDATES="2"), "B1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = proc.stdout.strip()
+    assert re.fullmatch(r"table3 B1 seed 2: ppl [0-9.]+ bleu [0-9.]+", line), proc.stdout  # stdout: the line only
+    run = work / "B1" / "seed2"
+    assert (run / "result.txt").read_text().strip() == line
+    result = json.loads((run / "result.json").read_text())
+    assert (result["row"], result["seed"], result["updates"]) == ("B1", 2, 2)
+    assert f"ppl {result['ppl']} bleu {result['bleu']}" in line
+    assert "--d-k 4" in result["flags"] and "--d-model 128" in result["flags"]
+    assert len((run / "hyp.de").read_text().splitlines()) == 12  # the valid split, not test
+    assert not list((run / "checkpoints").glob("checkpoint_*_*.pt"))  # the last checkpoint only is kept
+
+    proc = table3(dict(env, UPDATES="3"), "B1")  # more updates: resumes from checkpoint_last.pt
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(
+        r"loaded checkpoint .*checkpoint_last.pt \(epoch 1 @ 2 updates\)", (run / "train.log").read_text(), re.I
+    )
+    assert json.loads((run / "result.json").read_text())["updates"] == 3
+    proc = table3(dict(env, UPDATES="3"), "B1")  # finished: the line again, nothing redone
+    assert proc.returncode == 0 and "finished before" in proc.stderr and "fairseq-" not in proc.stderr
+    assert proc.stdout.strip() == (run / "result.txt").read_text().strip()
+
+    other = work / "A1" / "seed2"  # a folder holding B1's model, run as A1
+    other.parent.mkdir()
+    os.rename(run, other)
+    before = sorted(p.name for p in other.iterdir())
+    proc = table3(dict(env, UPDATES="3"), "A1")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error: ")
+    assert "row B1" in proc.stderr and "row A1" in proc.stderr
+    assert sorted(p.name for p in other.iterdir()) == before
+
+
+def test_rows_started_together_prepare_the_data_once(tmp_path):
+    """Two queues side by side in one WORK: one prepares the shared data-bin, the other waits for it."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split, n in {"train": 200, "valid": 4, "test": 4}.items():
+        for lang in ("en", "de"):
+            lines = (EXAMPLES / "data" / "libreoffice_en_de" / f"{split}.{lang}").read_text().splitlines()[:n]
+            (corpus / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
+    env = dict(os.environ, SMALL="1", CORPUS=str(corpus), WORK=str(tmp_path / "w"), VOCAB="250", UPDATES="1")
+    env["MAX_TOKENS"] = "512"
+    procs = [
+        subprocess.Popen(
+            ["bash", str(EXAMPLES / "table3.sh"), row],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for row in ("C1", "C4")
+    ]
+    outs = [p.communicate(timeout=1200) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    assert [out.split(":")[0] for out, _ in outs] == ["table3 C1 seed 1", "table3 C4 seed 1"]
+    prepared = sorted("joint vocabulary 250" in err for _, err in outs)
+    assert prepared == [False, True], [err[:500] for _, err in outs]  # one prepared, the other reused it
+
+
+@pytest.mark.parametrize(
+    "ours, base, paper_delta, expected",
+    [
+        ([5.0, 5.1, 5.2], [5.05, 5.15, 5.25], 0.05, "yes (both ~0)"),  # ranges overlap, paper ~0 (A3, E)
+        ([5.0, 5.1, 5.2], [5.05, 5.15, 5.25], 0.37, "no (ours inside the spread)"),  # paper moved, we did not
+        ([6.0, 6.2, 6.1], [5.0, 5.1, 5.2], 1.19, "yes"),  # C1: clearly worse, as the paper
+        ([4.0, 4.2, 4.1], [5.0, 5.1, 5.2], 1.19, "no (opposite)"),
+        ([6.0, 6.2, 6.1], [5.0, 5.1, 5.2], -0.01, "no (paper ~0)"),  # we moved, the paper did not
+        ([4.0, 4.2, 4.1], [5.0, 5.1, 5.2], -0.26, "yes"),  # C5: better
+        ([6.0], [5.0, 5.1, 5.2], 1.19, "not judged (1 seed)"),
+    ],
+)
+def test_agreement_is_judged_against_the_seed_spread(ours, base, paper_delta, expected):
+    assert report.agreement(ours, base, paper_delta, lower_is_better=True) == expected
+
+
+def write_result(work, row, seed, ppl, bleu):
+    folder = work / row / f"seed{seed}"
+    folder.mkdir(parents=True)
+    result = dict(row=row, seed=seed, updates=500, ppl=ppl, bleu=bleu, seconds=600 + 60 * seed)
+    (folder / "result.json").write_text(json.dumps(result))
+
+
+def test_report_writes_the_table_and_the_figure(tmp_path):
+    work = tmp_path / "work"
+    for seed, (b, c1, e) in enumerate([(5.0, 6.0, 5.05), (5.2, 6.4, 5.1), (5.1, 6.2, 5.3)], start=1):
+        write_result(work, "base", seed, b, 20.0 + seed)
+        write_result(work, "C1", seed, c1, 17.0 + seed)
+        write_result(work, "E", seed, e, 21.0 + seed)
+    out, png = tmp_path / "table.md", tmp_path / "table3.png"
+    script = [sys.executable, str(ROOT / "scripts" / "table3_report.py"), str(work)]
+    proc = subprocess.run([*script, "--out", str(out), "--figure", str(png)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = {line.split(" | ")[0]: line for line in out.read_text().splitlines()[2:]}
+    assert list(lines) == ["| base", "| C1", "| E"]  # the table's order, rows present only
+    assert lines["| base"].startswith("| base | 3 | 5.10 ± 0.10 | 22.00 ± 1.00 |")
+    # C1: +1.10 PPL against the paper's +1.19, outside base's range: agrees; BLEU -3.00 vs -2.10
+    assert lines["| C1"] == "| C1 | 3 | 6.20 ± 0.20 | 19.00 ± 1.00 | +1.10 | +1.19 | yes | -3.00 | -2.10 | yes | 12.0 |"
+    # E: its range overlaps base's and the paper's PPL did not move (0.00): agrees
+    assert "| +0.05 | +0.00 | yes (both ~0) |" in lines["| E"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    proc = subprocess.run([*script, "--out", str(out)], capture_output=True, text=True)  # no --force
+    assert proc.returncode == 1 and proc.stderr.startswith("error: --out") and "--force" in proc.stderr
+    (work / "base").rename(work / "D1")  # a folder moved: its results are not D1's
+    proc = subprocess.run([*script, "--out", str(tmp_path / "other.md")], capture_output=True, text=True)
+    assert proc.returncode == 1 and "holds row base's result, not D1's" in proc.stderr
+    shutil.rmtree(work / "D1")  # base missing: nothing to compare with
+    proc = subprocess.run([*script, "--out", str(tmp_path / "other.md")], capture_output=True, text=True)
+    assert proc.returncode == 1 and "no base row" in proc.stderr and not (tmp_path / "other.md").exists()
+
+
+def test_a_queue_checks_every_row_before_running_any(tmp_path):
+    work, env = tmp_path / "w", dict(WORK=str(tmp_path / "w"), CORPUS=str(tmp_path / "none"))  # a row run would stop
+    proc = table3(env, "base", "Z9")
+    assert proc.returncode == 1 and proc.stderr.startswith("error: unknown Table 3 row 'Z9'") and not work.exists()
+    assert len(proc.stderr.splitlines()) == 1  # that line only: base was not started
+    proc = table3(env)
+    assert proc.returncode == 1 and proc.stderr.startswith("error: no Table 3 row given") and not work.exists()
