@@ -68,7 +68,7 @@ row_flags() {  # row_flags ROW: what the row adds to transformer_base in this mo
 
 small_row() {  # small_row ROW: the row trained and scored on a CPU (SMALL=1; the header says how)
   local row=$1 corpus="${CORPUS:-$REPO/examples/data/libreoffice_en_de}" work="${WORK:-$REPO/work/table3_small}"
-  local seed="${SEED:-1}" updates="${UPDATES:-500}" vocab="${VOCAB:-4000}" shape settings data_settings
+  local seed="${SEED:-1}" updates="${UPDATES:-1000}" vocab="${VOCAB:-4000}" shape settings data_settings
   local run="$work/$row/seed$seed"
   read -r -a shape <<<"$(small_flags "$row") --max-tokens ${MAX_TOKENS:-2048} --warmup-updates ${WARMUP:-400} --lr-multiplier ${LR_MULTIPLIER:-0.5}"
   # a resumed training must build the model its checkpoint holds: another row's (or another
@@ -142,7 +142,7 @@ for r in "$@"; do  # every row named is checked before any is run
 done
 if [ "$#" -gt 1 ] || [ -n "${SEEDS:-}" ]; then  # a queue: for each of SEEDS, the rows in turn, each its own run
   for seed in ${SEEDS:-${SEED:-1}}; do
-    for r in "$@"; do SEED=$seed bash "$0" "$r"; done
+    for r in "$@"; do SEEDS="" SEED=$seed bash "$0" "$r"; done  # each run one row, one seed (not a queue again)
   done
   exit 0
 fi

@@ -222,3 +222,20 @@ def test_a_queue_checks_every_row_before_running_any(tmp_path):
     assert len(proc.stderr.splitlines()) == 1  # that line only: base was not started
     proc = table3(env)
     assert proc.returncode == 1 and proc.stderr.startswith("error: no Table 3 row given") and not work.exists()
+
+
+def test_a_queue_of_seeds_runs_each_row_once_per_seed(tmp_path):
+    """SEEDS="1 2" over one row: two runs of that row, each one seed (the child runs are not queues
+    again); both finished here, so each prints its line without training."""
+    work = tmp_path / "w"
+    for seed in (1, 2):
+        folder = work / "base" / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "result.txt").write_text(f"table3 base seed {seed}: ppl 5.0 bleu 20.0\n")
+        (folder / "result.json").write_text(json.dumps(dict(row="base", seed=seed, updates=7, ppl=5.0, bleu=20.0)))
+    env = dict(os.environ, SMALL="1", WORK=str(work), CORPUS=str(tmp_path / "none"), SEEDS="1 2", UPDATES="7")
+    proc = subprocess.run(
+        ["bash", str(EXAMPLES / "table3.sh"), "base"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["table3 base seed 1: ppl 5.0 bleu 20.0", "table3 base seed 2: ppl 5.0 bleu 20.0"]
