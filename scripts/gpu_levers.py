@@ -17,6 +17,7 @@ goes on the measuring processes' path. Exits 1 if a row failed or was skipped.
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -116,13 +117,19 @@ def run_row(name, preset, device, folder, seconds_left):
     if seconds_left < cap:
         return dict(row, status=f"skipped: {seconds_left:.0f} s of the budget left, the row's limit is {cap} s")
     start = time.perf_counter()
+    # a session of its own: on timeout the benchmark's measuring processes end with it (they hold the GPU)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(), start_new_session=True
+    )
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=cap, env=environment())
+        _, stderr = proc.communicate(timeout=cap)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return dict(row, status=f"timed out after {cap} s", seconds=cap)
     row.update(seconds=round(time.perf_counter() - start, 1), rc=proc.returncode)
     if proc.returncode != 0 or not out.exists():
-        lines = [line for line in proc.stderr.splitlines() if line.strip()] or ["no output"]
+        lines = [line for line in stderr.splitlines() if line.strip()] or ["no output"]
         return dict(row, status="failed: " + lines[-1][:300])
     return dict(row, status="ok", result=json.loads(out.read_text()))
 
