@@ -54,6 +54,10 @@
    without the built extension): the Python fallback takes the n - 1 tokens to match from the end
    of the whole token buffer, which holds padding past the current step, so it never matches. It
    now gets the tokens up to the current step, as the CUDA kernel reads them.
+12. fairseq-train --bf16 ended in "'NoneType' object has no attribute 'xla_device'" on every GPU and
+   CPU: fairseq's command line makes --bf16 imply --tpu, and a TPU needs torch_xla. Unless --tpu is
+   given too, --bf16 now trains on the GPU (or with --cpu on the CPU): the model in bfloat16, fp32
+   master weights in fairseq's FP16Optimizer, no loss scaling, as fairseq's trainer does for --bf16.
 """
 
 import atexit
@@ -240,6 +244,22 @@ def _stop_at_max_update(train):
     return wrapper
 
 
+def _bf16_without_tpu(call_main):
+    """Wrap distributed_utils.call_main: --bf16 without an explicit --tpu runs where --tpu would not (12)."""
+
+    @functools.wraps(call_main)
+    def wrapper(cfg, main, **kwargs):
+        common = getattr(cfg, "common", None)
+        if common is not None and common.bf16 and common.tpu and "--tpu" not in sys.argv:
+            from omegaconf import open_dict
+
+            with open_dict(cfg):
+                cfg.common.tpu = False
+        return call_main(cfg, main, **kwargs)
+
+    return wrapper
+
+
 def _new_model_fields(overwrite_args_by_name):
     """Wrap checkpoint_utils.overwrite_args_by_name: overrides of our model's fields reach a stored
     config that lacks them (9)."""
@@ -309,6 +329,7 @@ def install() -> None:
     wrap_once(PathManager, "copy", _atomic_copy)
     wrap_once(checkpoint_utils, "torch_persistent_save", _atomic_persistent_save)
     wrap_once(distributed_utils, "infer_init_method", _torchrun_without_cuda)
+    wrap_once(distributed_utils, "call_main", _bf16_without_tpu)
     wrap_once(checkpoint_utils, "overwrite_args_by_name", _new_model_fields)
     from fairseq import search
     from fairseq.ngram_repeat_block import NGramRepeatBlock

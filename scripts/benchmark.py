@@ -83,13 +83,17 @@ def run(
     ct2=True,
     without=(),
     sdpa=(),
+    levers=None,
 ):
     """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches;
     ours without the speed paths named in `without` (SPEED_PATHS), to measure what each buys; with
     `sdpa` (names in SDPA_BACKENDS), torch's fused attention restricted to those backends while it
-    measures (the caller's settings are back on return)."""
+    measures (the caller's settings are back on return); `levers`: the speed levers that are not
+    the paper's to turn on (benchmarks/common.py's levers: compile, static_cache, pad_to, half)."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak, batching)
     shape = dict(PRESETS[preset], without=sorted(without)) if without else PRESETS[preset]
+    if levers:
+        shape = dict(shape, levers=levers)
     batch_size = BATCH_SIZE[preset] if batch_size is None else batch_size
     n_gen = 2 * batch_size if n_gen is None else n_gen
     peak = peak_tflops(device, amp, peak)
@@ -235,12 +239,43 @@ def main(argv=None) -> None:
         help="let torch's fused attention use only these CUDA kernels, in both models (default: torch's "
         "choice; on an H100 cudnn): to time which suits new batch shapes (docs/speed.md, GPUs)",
     )
+    p.add_argument(
+        "--compile-layers",
+        nargs="?",
+        const="inductor",
+        metavar="BACKEND",
+        help="ours with --compile-layers (torch.compile of its layers), with torch.compile's backend BACKEND "
+        "(default inductor; aot_eager traces the same graphs without generating kernels: a cheap check on a CPU)",
+    )
+    p.add_argument(
+        "--static-cache",
+        action="store_true",
+        help="ours with --static-decoding-cache (fixed-size self-attention caches in beam search)",
+    )
+    p.add_argument(
+        "--pad-to-multiple",
+        type=int,
+        default=1,
+        help="pad every batch's source and target lengths up to a multiple of this, both models "
+        "(fairseq's --required-seq-len-multiple): fewer shapes (default 1: none)",
+    )
+    p.add_argument(
+        "--half",
+        choices=["float16", "bfloat16"],
+        default="float16",
+        help="with --amp on CUDA: the autocast and generation dtype of both models (default float16)",
+    )
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
     try:
         check_settings(a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.peak_tflops, a.batching)
+        if a.pad_to_multiple < 1:
+            raise ValueError(f"--pad-to-multiple must be >= 1, got {a.pad_to_multiple}")
     except ValueError as e:
         sys.exit(f"error: {e}")
+    chosen = dict(compile=a.compile_layers, static_cache=a.static_cache, pad_to=a.pad_to_multiple, half=a.half)
+    off = dict(compile=None, static_cache=False, pad_to=1, half="float16")  # (True == 1: compared per lever)
+    levers = {k: v for k, v in chosen.items() if v != off[k]}
     import attn_only_plugin  # noqa: F401  (its one-line errors here too, as in the measuring processes)
 
     try:
@@ -261,6 +296,7 @@ def main(argv=None) -> None:
             ct2=not a.no_ctranslate2,
             without=a.without,
             sdpa=a.sdpa_backends,
+            levers=levers,
         )
     except WorkerError as e:
         sys.exit(f"error: {e}")

@@ -1,8 +1,9 @@
 """The encoder and decoder stacks, section 3.1 of Vaswani et al. (2017), on fairseq's interfaces.
 
-Two training options that are not the paper's sit in the stack loops, outside the layers' maths:
-LayerDrop (Fan et al. 2019: a whole layer skipped with probability p in each training step) and
-activation checkpointing (a layer's activations recomputed in the backward pass, not kept).
+Three training options that are not the paper's sit in the stack loops, outside the layers' maths:
+LayerDrop (Fan et al. 2019: a whole layer skipped with probability p in each training step),
+activation checkpointing (a layer's activations recomputed in the backward pass, not kept) and
+torch.compile of the layers (--compile-layers, speed only: modules/compiled.py).
 
 Tensor layout: batch first everywhere, (B, S, d_model) in the encoder and (B, T, d_model) in the
 decoder. fairseq's own transformer is time first; our encoder_out dict is read only by our
@@ -19,6 +20,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
+from ..modules.compiled import compile_layers, layer_to_run
 from ..modules.decoding_state import DecodingState, select_rows, shared_rows
 from ..modules.packing import Packing, padded, target_packing
 
@@ -41,8 +43,14 @@ class Stack:
         self.layerdrop = getattr(cfg, f"{side}_layerdrop", 0.0)
         self.offload = bool(getattr(cfg, "offload_activations", False))
         self.recompute = self.offload or bool(getattr(cfg, "checkpoint_activations", False))
+        self.compiled = compile_layers(self.layers) if getattr(cfg, "compile_layers", False) else {}
 
     def run_layer(self, layer: nn.Module, *args, **kwargs):
+        """layer(*args, **kwargs), through torch.compile in training with --compile-layers
+        (modules/compiled.py), and with --checkpoint-activations recomputed (below)."""
+        return self._run_layer(layer_to_run(layer, self.compiled, self.training), *args, **kwargs)
+
+    def _run_layer(self, layer, *args, **kwargs):
         """layer(*args, **kwargs); with --checkpoint-activations, while gradients are computed, only
         its inputs are kept and it runs again in the backward pass (torch restores the RNG state,
         so the dropout masks are the same)."""
@@ -159,6 +167,7 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         self.output_weight = output_weight
         self.alignment_layer = cfg.decoder_layers - 1 if cfg.alignment_layer < 0 else cfg.alignment_layer
         self.need_attn = False  # set by the task/generator for --print-alignment
+        self.static_cache = bool(getattr(cfg, "static_decoding_cache", False))  # modules/static_cache.py
 
     def forward(
         self,
@@ -196,7 +205,7 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         tokens = prev_output_tokens if step < 0 else prev_output_tokens[:, -1:]  # (B, T); one step: (B, 1)
         packing = target_packing(tokens, self.padding_idx, self.training and step < 0)  # real tokens only
         x = self.embed(tokens, step, packing)  # (B, T, d_model), or (N, d_model) packed: sections 3.4, 3.5
-        state = self.decoding_state(incremental_state, memory_pad, x.dtype)
+        state = self.decoding_state(incremental_state, memory_pad, x.dtype, step)
         memory_mask = ~memory_pad if state is None else state.memory_mask  # (B_s, S) True or 0 = real token
         attn, cross_all, self_all = None, [], []
         with self.saved_tensors_place():
@@ -219,16 +228,17 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         return x, extra
 
     def decoding_state(
-        self, incremental_state: Optional[IncrementalState], memory_pad: Tensor, dtype: torch.dtype
+        self, incremental_state: Optional[IncrementalState], memory_pad: Tensor, dtype: torch.dtype, step: int = 0
     ) -> Optional[DecodingState]:
         """Incremental decoding: the state kept in fairseq's incremental_state, begun for this
-        step over memory_pad (B_s, S) (modules/decoding_state.py); None for a full pass."""
+        step over memory_pad (B_s, S) (modules/decoding_state.py; with --static-decoding-cache
+        its fixed-size self-attention caches, modules/static_cache.py); None for a full pass."""
         if incremental_state is None:
             return None
         entries = self.get_incremental_state(incremental_state, "cache") or {}
         self.set_incremental_state(incremental_state, "cache", entries)
-        state = DecodingState(entries)
-        state.begin_step(memory_pad, dtype)
+        state = DecodingState(entries, static=self.static_cache)
+        state.begin_step(memory_pad, dtype, step)
         return state
 
     def output_layer(self, features: Tensor) -> Tensor:
@@ -241,7 +251,7 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         sentence while the beams stay together."""
         entries = self.get_incremental_state(incremental_state, "cache")
         if entries is not None:
-            DecodingState(entries).reorder(new_order)
+            DecodingState(entries, static=self.static_cache).reorder(new_order)
             self.set_incremental_state(incremental_state, "cache", entries)
 
     def reorder_incremental_state_scripting(self, incremental_state: IncrementalState, new_order: Tensor):

@@ -100,6 +100,21 @@ class TransformerConfig(FairseqNames):
             "help": "--checkpoint-activations (implied) with the tensors kept for the backward pass in CPU memory"
         },
     )
+    compile_layers: bool = field(
+        default=False,
+        metadata={
+            "help": "speed only, not the paper's: run each layer through torch.compile in training steps (fused "
+            "element-wise kernels); same function to float rounding (modules/compiled.py, docs/speed.md)"
+        },
+    )
+    static_decoding_cache: bool = field(
+        default=False,
+        metadata={
+            "help": "speed only, not the paper's: beam search keeps self-attention keys/values in buffers of a "
+            "fixed size, masked past the current step, so every step of a chunk has the same shapes (for CUDA "
+            "graphs); the same hypotheses (modules/static_cache.py, docs/speed.md)"
+        },
+    )
     alignment_layer: int = field(
         default=-1,
         metadata={
@@ -164,6 +179,11 @@ def validate(cfg: TransformerConfig) -> None:
                 f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}: leave it out for "
                 + ("full self-attention" if name == "attention_window" else "no relative positions")
             )
+    if cfg.static_decoding_cache and (cfg.attention_window is not None or cfg.relative_positions is not None):
+        raise PluginError(
+            "--static-decoding-cache works with full self-attention only: leave it out, or leave out "
+            "--attention-window and --relative-positions"
+        )
     longest = max(cfg.max_source_positions, cfg.max_target_positions)
     if cfg.relative_positions is not None and cfg.relative_positions >= longest:
         # 2K + 1 embeddings of size d_k: K = 10^9 asked for gigabytes, for distances no input has

@@ -12,7 +12,9 @@ anything that reads that dict see the same entries as before:
 One speed path of decoding lives here (docs/speed.md): beam-shared memory rows. B = g B_s
 hypotheses run over B_s rows of encoder output, g consecutive hypotheses per row (shared_rows),
 and their encoder-decoder keys/values are kept once per sentence. Self-attention keys/values are
-one row per hypothesis, appended each step and reordered by cache.py.
+one row per hypothesis, appended each step and reordered by cache.py; or, with static=True
+(--static-decoding-cache, not in gradient mode), kept in buffers of a fixed size and read through
+a mask (static_cache.py), for steps of repeating shapes.
 
 Tensor layout: as in cache.py, keys/values (rows, h, positions, d), rows = B for self-attention
 and B_s for the memory; the memory mask (B_s, S), additive (0 / -inf) within a decoding step.
@@ -23,6 +25,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from . import static_cache
 from .cache import additive, append_to_cache, keeps_every_row, moved_rows, reorder_cache
 
 
@@ -54,15 +57,23 @@ class DecodingState:
     """A decoder's incremental decoding state: per layer the keys/values of earlier steps and of
     the memory, this step's memory mask, and the beam reorder."""
 
-    def __init__(self, entries: Dict[str, Optional[Tensor]]):
-        """entries: the decoder's dict in fairseq's incremental state, filled in place."""
+    def __init__(self, entries: Dict[str, Optional[Tensor]], static: bool = False):
+        """entries: the decoder's dict in fairseq's incremental state, filled in place; static:
+        self-attention caches of a fixed size (static_cache.py), when no gradients are computed."""
         self.entries = entries
+        self.static = static and not torch.is_grad_enabled()
         self.memory_mask: Optional[Tensor] = None  # (B_s, S) additive, this step
+        self.self_mask: Optional[Tensor] = None  # (1, C) additive over a fixed-size cache, this step
+        self.step: Optional[Tensor] = None  # (1,) this step's position, with a fixed-size cache
 
-    def begin_step(self, memory_pad: Tensor, dtype: torch.dtype) -> None:
+    def begin_step(self, memory_pad: Tensor, dtype: torch.dtype, step: int = 0) -> None:
         """A decoding step over memory_pad (B_s, S) True = pad: the memory mask, made additive
-        (0 / -inf) once for all layers (cache.additive)."""
+        (0 / -inf) once for all layers (cache.additive); with fixed-size caches, the mask of the
+        self-attention positions written so far, step the (0-based) position of this step."""
         self.memory_mask = additive(~memory_pad, dtype)  # (B_s, S)
+        if self.static:
+            self.step = torch.tensor([step], device=memory_pad.device)  # (1,)
+            self.self_mask = static_cache.visible(self.step, static_cache.capacity(step + 1), dtype)  # (1, C)
 
     def self_attention(self, layer: str, k: Tensor, v: Tensor, window: Optional[int]) -> Tuple[Tensor, Tensor]:
         """This step's self-attention keys k (B, h, T, d_k) and values v (B, h, T, d_v) appended to
@@ -70,7 +81,10 @@ class DecodingState:
         all keys and values, (B, h, S, d_k) and (B, h, S, d_v)."""
         keep = None if window is None else (window + 1) * k.size(2)
         for name, new in ((layer + ".k", k), (layer + ".v", v)):
-            self.entries[name] = append_to_cache(self.entries.get(name), new, keep)
+            if self.static:  # in place at this step's position: (B, h, C, d)
+                self.entries[name] = static_cache.write(self.entries.get(name), new, self.step, self.self_mask.size(1))
+            else:
+                self.entries[name] = append_to_cache(self.entries.get(name), new, keep)
         return self.entries[layer + ".k"], self.entries[layer + ".v"]
 
     def memory(self, layer: str, project: Callable[[], Tuple[Tensor, Tensor]]) -> Tuple[Tensor, Tensor]:
@@ -92,5 +106,6 @@ class DecodingState:
             rows, _ = shared_rows(new_order, self.entries[selves[0]].size(0) // self.entries[crosses[0]].size(0))
             self.entries.update(zip(crosses, select_rows([self.entries[k] for k in crosses], rows), strict=True))
         moved = moved_rows(new_order) if selves and new_order.numel() == self.entries[selves[0]].size(0) else None
+        reorder = static_cache.reorder_in_place if self.static else reorder_cache
         for key in selves:
-            self.entries[key] = reorder_cache(self.entries[key], new_order, moved)  # (B', h, S, d)
+            self.entries[key] = reorder(self.entries[key], new_order, moved)  # (B', h, S or C, d)

@@ -78,6 +78,9 @@ def uniform_int32(shape) -> Tensor:
     n = torch.Size(shape).numel()
     words = torch.empty((n + 1) // 2, dtype=torch.int64)
     words.random_(-(2**63), 2**63 - 1)  # all 64 bits (the top value excluded)
+    if torch.compiler.is_compiling():  # torch.compile (compiled.py) cannot view int64 as int32: the same
+        # values by shifts, low half then high half of each word, as int64: (n,)
+        return torch.stack([(words << 32) >> 32, words >> 32], dim=-1).flatten()[:n].view(shape)
     return words.view(torch.int32)[:n].view(shape)
 
 

@@ -109,7 +109,14 @@ class DecoderLayer(nn.Module):
         encoder-decoder weights (B, h, T, S) and the self-attention weights (B, h, T, T_all)."""
         x, w_self = self.sub_self(
             x,
-            lambda y: self.self_attn(y, causal=state is None, state=state, need_weights=need_weights, packing=packing),
+            lambda y: self.self_attn(
+                y,
+                key_mask=None if state is None else state.self_mask,  # a fixed-size cache's written positions
+                causal=state is None,
+                state=state,
+                need_weights=need_weights,
+                packing=packing,
+            ),
         )
         x, w_cross = self.sub_cross(
             x,

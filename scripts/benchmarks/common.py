@@ -26,6 +26,25 @@ BATCH_SIZE = {"tiny": 32, "cpu": 32, "base": 256, "big": 256}
 SPEED_PATHS = {
     "packing": ("attn_only_plugin.modules.packing", "MIN_PAD_FRACTION", 2.0),  # never packs
 }
+# shape["levers"]: speed levers that are not the paper's, off unless named (docs/speed.md, "Prepared for
+# the next GPU session"): "compile" (ours with --compile-layers; the value is torch.compile's backend),
+# "static_cache" (ours with --static-decoding-cache), "pad_to" (every batch's source and target lengths
+# padded up to a multiple of it, both models: fewer shapes) and "half" ("float16" or "bfloat16": the
+# autocast and generation dtype with --amp on CUDA). They reach every measuring process inside the shape.
+PAD_TO_MULTIPLE = 1  # this process's "pad_to", set by build_pair; make_batches reads it
+
+
+def levers(shape) -> dict:
+    """The speed levers shape["levers"] names, with their defaults (all off, fp16)."""
+    return dict(dict(compile=False, static_cache=False, pad_to=1, half="float16"), **shape.get("levers", {}))
+
+
+def half_dtype(shape, device):
+    """The half-precision dtype of --amp: the lever's ("float16" or "bfloat16") on CUDA; bfloat16
+    on a CPU, whose autocast has no float16."""
+    import torch
+
+    return getattr(torch, levers(shape)["half"]) if device == "cuda" else torch.bfloat16
 
 
 def turn_off(names) -> None:
@@ -85,8 +104,16 @@ def build_pair(shape, seed=0):
         learned_pos=True,
         max_source_positions=256,
         max_target_positions=256,
+        compile_layers=bool(levers(shape)["compile"]),
+        static_decoding_cache=levers(shape)["static_cache"],
     )
     turn_off(shape.get("without", ()))
+    if levers(shape)["compile"]:
+        from attn_only_plugin.modules import compiled
+
+        compiled.BACKEND = levers(shape)["compile"]
+    global PAD_TO_MULTIPLE
+    PAD_TO_MULTIPLE = levers(shape)["pad_to"]
     ours = AttnOnlyTransformer.build_model(cfg, task)
     ours.load_state_dict(fairseq_to_ours(theirs.state_dict(), d.pad()))
     return theirs, ours, d
@@ -132,7 +159,7 @@ def make_batches(d, n_batches, batch_size, seed=1, batching="random"):
         else:
             sources = [words(int(n)) for n in torch.randint(10, 31, (batch_size,), generator=g)]
             targets = [w.flip(0) for w in sources]
-        S, T = max(map(len, sources)) + 1, max(map(len, targets)) + 1
+        S, T = bucket(max(map(len, sources)) + 1), bucket(max(map(len, targets)) + 1)
         src = torch.full((batch_size, S), d.pad())
         tgt = torch.full((batch_size, T), d.pad())
         for b, (w, t) in enumerate(zip(sources, targets, strict=False)):
@@ -143,6 +170,11 @@ def make_batches(d, n_batches, batch_size, seed=1, batching="random"):
         lengths = src.ne(d.pad()).sum(1)
         batches.append(dict(src=src, lengths=lengths, prev=prev, tgt=tgt))
     return batches
+
+
+def bucket(length: int) -> int:
+    """length rounded up to a multiple of PAD_TO_MULTIPLE, as fairseq's --required-seq-len-multiple pads."""
+    return -(-length // PAD_TO_MULTIPLE) * PAD_TO_MULTIPLE
 
 
 def pad_share(batches, pad):

@@ -12,7 +12,7 @@ import statistics
 import time
 from pathlib import Path
 
-from .common import build_pair, make_batches, rotation, synchronizer
+from .common import build_pair, half_dtype, make_batches, rotation, synchronizer
 
 
 def ctranslate2_decoders(model, d, device, half, folder):
@@ -65,7 +65,7 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
 
     theirs, ours, d = build_pair(shape)
     models = {"fairseq": theirs, "ours": ours}
-    models = {name: (m.half() if half else m).to(device).eval() for name, m in models.items()}
+    models = {name: (m.to(half_dtype(shape, device)) if half else m).to(device).eval() for name, m in models.items()}
     searches = {
         name: SequenceGenerator([m], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
         for name, m in models.items()

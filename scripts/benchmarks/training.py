@@ -9,7 +9,7 @@ epsilon) unless --optimizer names one for both.
 
 import time
 
-from .common import build_pair, device_batches, pad_share, rotation, synchronizer
+from .common import build_pair, device_batches, half_dtype, pad_share, rotation, synchronizer
 
 
 def peak_tflops(device, amp, given=None):
@@ -62,9 +62,10 @@ def optimizer_for(which, optimizer):
     return RECIPE_OPTIMIZERS[which] if optimizer == "recipe" else optimizer
 
 
-def trainer(model, device, amp, pad, optimizer):
+def trainer(model, device, amp, pad, optimizer, dtype=None):
     """One training step of `model` on a batch: forward, the paper's smoothed loss, backward, the
-    optimizer's step (fairseq's `adam` or our `paper_adam`); returns the seconds of that last part."""
+    optimizer's step (fairseq's `adam` or our `paper_adam`); returns the seconds of that last part.
+    With amp, autocast to `dtype` (default float16 on CUDA, bfloat16 on a CPU)."""
     import torch
 
     from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
@@ -76,9 +77,7 @@ def trainer(model, device, amp, pad, optimizer):
         sample = dict(
             net_input=dict(src_tokens=b["src"], src_lengths=b["lengths"], prev_output_tokens=b["prev"]), target=b["tgt"]
         )
-        with torch.autocast(
-            device_type=device, dtype=torch.float16 if device == "cuda" else torch.bfloat16, enabled=amp
-        ):
+        with torch.autocast(device_type=device, dtype=dtype or half_dtype({}, device), enabled=amp):
             lprobs, target = target_lprobs(model, sample, pad)  # what paper_label_smoothed_ce runs
             loss, _ = label_smoothed_nll_loss(lprobs, target, 0.1, pad)
         opt.zero_grad()
@@ -109,7 +108,9 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
     theirs, ours, d = build_pair(shape)
     models = {"fairseq": theirs, "ours": ours}
     steps = {
-        name: trainer(m.to(device).train(), device, amp, d.pad(), optimizer_for(name, optimizer))
+        name: trainer(
+            m.to(device).train(), device, amp, d.pad(), optimizer_for(name, optimizer), half_dtype(shape, device)
+        )
         for name, m in models.items()
     }
     batches = step_batches(d, device, batch_size, batching, warmup + repeats * updates)
