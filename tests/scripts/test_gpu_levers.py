@@ -12,11 +12,17 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
-def test_smoke_mode_runs_every_row(script, tmp_path):
-    """About 35 Python processes (each row's benchmark and its measuring processes): minutes, more on busy cores."""
+SMOKE_ROWS = ["train_bucket_compile_fresh", "gen_static_cache", "train_bf16_seen"]  # every lever once
+
+
+def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
+    """Three rows that between them turn on every lever (compile, buckets, the fixed decoding cache,
+    bf16), each through its benchmark and measuring processes: minutes, more on busy cores. The
+    other rows differ only in their flags, which the --help and flag tests of benchmark.py cover."""
     out = tmp_path / "levers.json"
+    cmd = [sys.executable, str(SCRIPTS / "gpu_levers.py"), "--device", "cpu", "--preset", "tiny", "--out", str(out)]
     proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / "gpu_levers.py"), "--device", "cpu", "--preset", "tiny", "--out", str(out)],
+        [*cmd, "--rows", *SMOKE_ROWS],
         capture_output=True,
         text=True,
         env=dict(os.environ, PYTHONWARNINGS="ignore"),
@@ -25,10 +31,8 @@ def test_smoke_mode_runs_every_row(script, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(out.read_text())
     rows = script("gpu_levers").ROWS
-    assert list(r["rows"]) == list(rows) and all(row["status"] == "ok" for row in r["rows"].values())
+    assert sorted(r["rows"]) == sorted(SMOKE_ROWS) and all(row["status"] == "ok" for row in r["rows"].values())
     levers = {name: row["result"]["shape"].get("levers", {}) for name, row in r["rows"].items()}
-    assert levers["train_eager_seen"] == {} and levers["gen_eager"] == {}
-    assert levers["train_compile_seen"] == {"compile": "aot_eager"}  # the smoke mode's backend
     assert levers["train_bucket_compile_fresh"] == {"compile": "aot_eager", "pad_to": 8}
     assert levers["gen_static_cache"] == {"static_cache": True} and levers["train_bf16_seen"] == {"half": "bfloat16"}
     for name, row in r["rows"].items():
