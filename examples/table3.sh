@@ -9,6 +9,7 @@
 # Expected: the row's "BLEU (dev)" below (tokenized BLEU on newstest2013).
 set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
+check_vars 'GPUS whole' 'MAX_TOKENS count'  # train_paper's, before any work
 
 declare -A FLAGS=(  # row -> the flags it changes on top of transformer_base
   [base]=""

@@ -25,6 +25,8 @@
 # next-token probabilities averaged at each step; not the paper's). Valid and test are both scored.
 set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
+check_vars 'SMALL flag' 'UPDATES count' 'SAVE_EVERY count' 'BEAM count' 'MAX_LEN_A number' 'MAX_LEN_B whole' \
+    'SEED whole' 'RELPOS count' 'SUBWORDS count'  # before any work: UPDATES=0 would train without end
 WSJ="${WSJ:?set WSJ to your treebank folder with wsj_NNNN.mrg files}"
 WORK="${WORK:-$REPO/work/wsj_parsing}"
 if [ "${SMALL:-0}" = 1 ]; then  # the sample's setting, chosen on its valid split (docs/parsing.md, "Ablation")
