@@ -23,7 +23,9 @@ this is an independent implementation. Departures from the paper and from fairse
 - checkpoints whose parameter names or shapes differ are refused (one-line error, exit 1), as
   are a checkpoint holding NaN or inf (the average would be NaN/inf too) and an --output that is
   one of the inputs (compared as files: hard links, symlinks and other spellings of its path) or a
-  folder holding one; an existing --output is replaced only with --force (atomic.check_output);
+  folder holding one, and an --output named as fairseq-train's own checkpoints (checkpoint_last.pt,
+  checkpoint_best.pt, checkpointN.pt, checkpoint_E_U.pt), which a save dir would take for the run's or
+  overwrite; an existing --output is replaced only with --force (atomic.check_output);
   the output is written atomically (temporary file in the same folder + os.replace).
 """
 
@@ -42,6 +44,7 @@ import attn_only_plugin  # noqa: E402,F401  (lets torch's safe loader read fairs
 from attn_only_plugin.guards import safe_load  # noqa: E402
 from attn_only_plugin.guards.atomic import atomic_output, check_output  # noqa: E402
 from attn_only_plugin.guards.errors import PluginError  # noqa: E402
+from attn_only_plugin.guards.save_dir import check_not_a_training_name  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -197,6 +200,7 @@ def main(argv=None) -> int:
     try:
         paths = resolve_inputs(a.inputs, a.num_epoch_checkpoints, a.num_update_checkpoints, a.checkpoint_upper_bound)
         check_output(a.output, paths, a.force, "--output")
+        check_not_a_training_name(a.output, "--output")
         log(f"averaging {len(paths)} checkpoints: {', '.join(str(p) for p in paths)}")
         save_atomic(average_checkpoints(paths), a.output)
     except PluginError as e:

@@ -37,7 +37,7 @@ _FAIRSEQ_INPUT_ERRORS = {
     "--testpref, or choose an existing split with --valid-subset / --gen-subset",
     "Optimizer does not match; ": "the checkpoint's Adam moments are another optimizer's (the recipes use "
     "paper_adam since 2026-11-24): resume with its --optimizer, or keep the weights "
-    "and start new moments with --reset-optimizer",
+    "and start new moments in a new, empty --save-dir with --restore-file (the checkpoint) --reset-optimizer",
 }
 
 

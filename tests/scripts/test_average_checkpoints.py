@@ -376,3 +376,37 @@ def test_real_averaged_checkpoint_loads_in_python(trained, cli):
     assert len(models) == 1 and cfg.model.d_model == 32
     epoch_last = torch.load(trained / "ckpt" / "checkpoint_last.pt", weights_only=True)["model"]
     assert set(models[0].state_dict()) == set(epoch_last)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "checkpoint_last.pt",
+        "checkpoint_best.pt",
+        "checkpoint3.pt",
+        "checkpoint_2_500.pt",
+        "checkpoint.best_loss_4.12.pt",
+    ],
+)
+def test_output_named_as_a_trainings_checkpoint_is_refused(tmp_path, cli, name):
+    """An average written as SAVE/checkpoint_last.pt was taken for the run's resume point (and the rerun
+    advised to --reset-optimizer, which restarted the run over its checkpoints); as checkpoint_best.pt or
+    an interval name, the training overwrote it. Refused by name, --force or not, nothing written."""
+    fake_checkpoint(tmp_path / "a.pt", 1.0)
+    fake_checkpoint(tmp_path / "b.pt", 2.0)
+    save = tmp_path / "save"
+    save.mkdir()
+    (save / name).write_text("the run's own")
+    proc = cli(
+        "average_checkpoints", "--inputs", tmp_path / "a.pt", tmp_path / "b.pt", "--output", save / name, "--force"
+    )
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (
+        f"error: --output {save / name}: {name} is a name fairseq-train resumes from or replaces as it trains, "
+        "so in a save dir this file would be taken for the run's own checkpoint or overwritten by it; give "
+        f"another name, e.g. {save / 'checkpoint_avg.pt'}"
+    ), proc.stderr
+    assert os.listdir(save) == [name] and (save / name).read_text() == "the run's own"
+    control = cli(
+        "average_checkpoints", "--inputs", tmp_path / "a.pt", tmp_path / "b.pt", "--output", save / "checkpoint_avg.pt"
+    )
+    assert control.returncode == 0, control.stderr
