@@ -373,6 +373,7 @@ def test_the_folder_holds_safetensors_no_pickle(tmp_path, data):
         "target.spm",
         "vocab.json",
         "tokenizer_config.json",
+        ".export-manifest.json",  # what --force may replace
     }
     from safetensors.torch import load_file
 
@@ -381,6 +382,36 @@ def test_the_folder_holds_safetensors_no_pickle(tmp_path, data):
     mask = os.umask(0)
     os.umask(mask)
     assert {p.stat().st_mode & 0o777 for p in (tmp_path / "hf").iterdir()} == {0o666 & ~mask}  # as open() makes them
+
+
+def test_force_replaces_only_what_the_export_wrote(tmp_path, data):
+    """--force replaced a folder it judged "an earlier export" by two file names, the user's other files
+    in it included (a notes.txt was lost). Now a folder is replaced only when the list the export wrote
+    into it names every file there: one with a file added, or without the list, is refused in one line
+    before the checkpoint is read, every file left as it was."""
+    from test_bad_input import snapshot
+
+    bin_dir, spm_model = data
+    ckpt, out = random_checkpoint(tmp_path, bin_dir), tmp_path / "hf"
+    export(ckpt, bin_dir, spm_model, out)
+    (out / "notes.txt").write_text("mine")
+    before = snapshot(out)
+    problem = (
+        f"^--out {re.escape(str(out))} holds files the export did not write \\(notes.txt\\), which --force would delete"
+    )
+    with pytest.raises(PluginError, match=problem):
+        export(ckpt, bin_dir, spm_model, out, "--force")
+    assert snapshot(out) == before and leftovers(tmp_path) == []
+    (out / "notes.txt").unlink()
+    (out / ".export-manifest.json").unlink()  # a folder that only looks like an export
+    before = snapshot(out)
+    with pytest.raises(PluginError, match="has no list of the files an export wrote into it .*move your files out"):
+        export(ckpt, bin_dir, spm_model, out, "--force")
+    assert snapshot(out) == before
+    again = tmp_path / "again"
+    export(ckpt, bin_dir, spm_model, again)
+    export(random_checkpoint(tmp_path, bin_dir, d_ff=48), bin_dir, spm_model, again, "--force")  # an export's own
+    assert load_folder(again)[1].config.encoder_ffn_dim == 48 and leftovers(tmp_path) == []
 
 
 def test_out_is_refused_when_it_exists_replaced_with_force_and_never_half_written(tmp_path, data, monkeypatch):

@@ -120,9 +120,15 @@ def test_force_never_deletes_an_input_or_a_folder_that_is_not_an_export(ckpt, tm
     other = tmp_path / "notes"  # not an input, but not an earlier export either
     other.mkdir()
     (other / "todo.txt").write_text("mine")
-    with pytest.raises(PluginError, match="is not a model folder an export wrote .*replaces only an earlier export"):
+    with pytest.raises(PluginError, match="has no list of the files an export wrote .*replaces only what an export"):
         export(save / "checkpoint_last.pt", "--data", data, "--out", other, "--force")
     assert (other / "todo.txt").read_text() == "mine"
+    earlier = tmp_path / "ct2"  # an earlier export, with a file of the user's put into it since
+    export(save / "checkpoint_last.pt", "--data", data, "--out", earlier)
+    (earlier / "todo.txt").write_text("mine")
+    with pytest.raises(PluginError, match=r"holds files the export did not write \(todo.txt\), which --force"):
+        export(save / "checkpoint_last.pt", "--data", data, "--out", earlier, "--force")
+    assert (earlier / "todo.txt").read_text() == "mine" and (earlier / "model.bin").is_file()
 
 
 def test_an_export_that_fails_while_writing_leaves_nothing(ckpt, tmp_path, monkeypatch):
