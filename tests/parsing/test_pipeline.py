@@ -94,6 +94,34 @@ def test_prepare_errors_are_one_line(tmp_path, ptb_files):
     assert last.startswith("error:") and "unbalanced" in last and not (tmp_path / "b").exists()
 
 
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_an_empty_treebank_file_is_refused(tmp_path, ptb_files, content):
+    """An empty .mrg (cut short in copying) contributed no trees to its split, without a word."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    for source in sorted(ptb_files)[:3]:
+        (bank / source.name).write_bytes(source.read_bytes())
+    empty = bank / sorted(ptb_files)[1].name
+    empty.write_text(content)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "prepare_ptb.py"),
+            "--treebank",
+            str(bank),
+            "--out",
+            str(tmp_path / "b"),
+        ]
+        + ["--split", "train=1-1", "valid=2-2", "test=3-3"],
+        capture_output=True,
+        text=True,
+    )
+    last = proc.stderr.strip().splitlines()[-1]  # after fairseq's import-time INFO line
+    kind = "empty" if not content else "whitespace only"
+    assert proc.returncode == 1 and last.startswith(f"error: {empty}: holds no trees ({kind}): a treebank"), last
+    assert not (tmp_path / "b").exists()
+
+
 def test_out_follows_the_shared_rule(tmp_path):
     """Issue 30: an existing --out is written into only with --force; an --out that is, holds or lies
     inside --treebank is refused, --force or not, before anything is written."""
