@@ -212,7 +212,8 @@ def test_checkpoint_of_another_architecture(setup, checkpoint, tmp_path, capsys)
     one_line_error(
         generate(setup, other),
         "checkpoint does not fit this model: missing encoder.embed.tokens.weight",
-        "another architecture? Use its own --arch",
+        "another architecture? fairseq-train: use its own --arch",
+        "fairseq-generate, -interactive, -validate and the API: give a checkpoint of this model",
     )
     # averaging it with ours: refused, the output path left alone
     out = tmp_path / "avg.pt"

@@ -410,3 +410,52 @@ def test_output_named_as_a_trainings_checkpoint_is_refused(tmp_path, cli, name):
         "average_checkpoints", "--inputs", tmp_path / "a.pt", tmp_path / "b.pt", "--output", save / "checkpoint_avg.pt"
     )
     assert control.returncode == 0, control.stderr
+
+
+def test_the_same_checkpoint_twice_or_another_architecture_is_refused(tmp_path, cli):
+    """A checkpoint named twice (here through a symlink) weighed double; checkpoints of the same shapes but
+    another architecture (pre-norm against post-norm: same tensors, another function) were averaged. Both
+    one line, nothing written."""
+    fake_checkpoint(tmp_path / "a.pt", 1.0)
+    fake_checkpoint(tmp_path / "b.pt", 2.0)
+    (tmp_path / "again.pt").symlink_to(tmp_path / "a.pt")
+    out = tmp_path / "avg.pt"
+    proc = cli(
+        "average_checkpoints", "--inputs", tmp_path / "a.pt", tmp_path / "b.pt", tmp_path / "again.pt", "--output", out
+    )
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (
+        f"error: --inputs gives {tmp_path / 'a.pt'} twice (as {tmp_path / 'a.pt'} and {tmp_path / 'again.pt'}): "
+        "the average would weigh it double; name each checkpoint once"
+    ), proc.stderr
+    state = torch.load(tmp_path / "b.pt", weights_only=True)
+    state["cfg"]["model"]["pre_norm"] = True  # the first has no pre_norm recorded: compared only where both say
+    torch.save(state, tmp_path / "b.pt")
+    state = torch.load(tmp_path / "a.pt", weights_only=True)
+    state["cfg"]["model"]["pre_norm"] = False
+    torch.save(state, tmp_path / "a.pt")
+    proc = cli("average_checkpoints", "--inputs", tmp_path / "a.pt", tmp_path / "b.pt", "--output", out)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (
+        f"error: {tmp_path / 'b.pt'} does not match {tmp_path / 'a.pt'}: it was trained with pre_norm=True, the "
+        "first with pre_norm=False (a different architecture, with weights of the same shapes); average "
+        "checkpoints of one run"
+    ), proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["folder", "through_a_file"])
+def test_an_output_that_cannot_be_written_is_refused_before_averaging(tmp_path, cli, where):
+    """An --output that is a folder, or whose path runs through a file, failed only once every checkpoint
+    was read and averaged. Now one line before the first is read."""
+    fake_checkpoint(tmp_path / "a.pt", 1.0)
+    fake_checkpoint(tmp_path / "b.pt", 2.0)
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dir.pt").mkdir()
+    out = tmp_path / "dir.pt" if where == "folder" else tmp_path / "file" / "sub" / "avg.pt"
+    proc = cli("average_checkpoints", "--inputs", tmp_path / "a.pt", tmp_path / "b.pt", "--output", out, "--force")
+    problem = (
+        "is a folder: give a file path to write"
+        if where == "folder"
+        else f"{tmp_path / 'file'} is a file, not a folder"
+    )
+    assert proc.returncode == 1 and problem in proc.stderr.strip().splitlines()[-1], proc.stderr
+    assert "[average]" not in proc.stderr  # nothing read

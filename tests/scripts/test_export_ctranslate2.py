@@ -455,3 +455,13 @@ def test_ctranslate2_api_arguments_are_checked(ckpt, tmp_path):
         with pytest.raises(PluginError, match=f"^{re.escape(message)}"):
             mt.translate("1 2", **kwargs)
     assert isinstance(mt.translate("1 2", batch_size=1), str)  # the control
+
+
+def test_translate_checks_its_output_path_before_loading(tmp_path, cli):
+    """An --output in a folder that does not exist was found only after the whole input was translated;
+    now it is refused before the model is even looked at (here there is none)."""
+    (tmp_path / "in.txt").write_text("1 2 3\n")
+    out = tmp_path / "missing" / "out.txt"
+    proc = cli("translate_ctranslate2", tmp_path / "no_model", "--input", tmp_path / "in.txt", "--output", out)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and last.startswith(f"error: the folder of {out} does not exist: create it first"), last
