@@ -299,7 +299,49 @@ def test_full_or_read_only_disk_named():
     assert explain(OSError(errno.EROFS, "Read-only file system", "/s")).endswith(
         "the file system is read-only: write elsewhere"
     )
-    assert explain(OSError(errno.ENOSPC, "No space left on device")) is None  # no path: shown as unexpected
+    # a write to an open file names no path: what happened and what to do still say all (not "unexpected")
+    assert explain(OSError(errno.ENOSPC, "No space left on device")) == (
+        "writing failed: No space left on device: the disk is full: free space or write elsewhere"
+    )
+    assert "a file-size limit, see ulimit -f" in explain(OSError(errno.EFBIG, "File too large"))
+    assert explain(OSError(errno.ENOENT, "No such file or directory")) is None  # no path: which file? unexpected
+    written = RuntimeError("[enforce fail at inline_container.cc:603] . PytorchStreamWriter failed writing file data/0")
+    assert explain(written).startswith("writing a file failed (PytorchStreamWriter failed writing file): the disk is")
+
+
+def test_file_size_limit_is_one_line(tmp_path):
+    """A file-size limit reached while a script writes (here average_checkpoints.py's torch.save, with
+    SIGXFSZ ignored as a shell's ulimit -f leaves it to the writer to see EFBIG) ended in '...; unexpected'."""
+    import resource
+    import signal
+
+    sys.path.insert(0, str(ROOT / "tests" / "scripts"))
+    from test_average_checkpoints import fake_checkpoint
+
+    fake_checkpoint(tmp_path / "a.pt", 1.0)
+    fake_checkpoint(tmp_path / "b.pt", 2.0)
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "average_checkpoints.py"),
+            "--inputs",
+            tmp_path / "a.pt",
+            tmp_path / "b.pt",
+        ]
+        + ["--output", tmp_path / "avg.pt"],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        timeout=600,
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "unexpected" not in last and "file-size limit" in last, proc.stderr[-2000:]
+    assert not (tmp_path / "avg.pt").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["a.pt", "b.pt"]
 
 
 def test_user_dir_that_does_not_exist(setup, tmp_path):

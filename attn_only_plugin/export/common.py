@@ -13,6 +13,7 @@ No engine is imported here: export/ctranslate2.py and export/transformers.py bot
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from argparse import Namespace
@@ -187,12 +188,35 @@ def new_out(out, force: bool, inputs=()) -> Path:
     return out
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_leftovers(out: Path) -> None:
+    """Remove the temporary folders (.OUT.PID.XXXX.tmp, and their .old) that an export into `out`
+    killed outright (kill -9, a power cut) left beside it: those of a process that no longer runs."""
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(\d+)\.[^.]+\.tmp(\.old)?$")
+    folder = out.resolve().parent
+    for entry in os.scandir(folder):
+        found = pattern.match(entry.name)
+        if found and entry.is_dir(follow_symlinks=False) and not _alive(int(found.group(1))):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
 def write_folder(out, force: bool, fill: Callable[[Path], None]) -> Path:
-    """Write folder `out` atomically: fill(tmp) writes into a temporary folder beside it, which is
-    renamed to `out` when complete; an existing `out` is refused unless force (then replaced only
-    once the new one is written). If fill raises, nothing is left behind."""
+    """Write folder `out` atomically: fill(tmp) writes into a temporary folder beside it, named with
+    this process' id, which is renamed to `out` when complete; an existing `out` is refused unless
+    force (then replaced only once the new one is written). If fill raises, nothing is left behind;
+    what a killed export left is removed by the next one into the same `out`."""
     out = new_out(out, force)
-    tmp = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.", suffix=".tmp"))
+    remove_leftovers(out)
+    tmp = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.{os.getpid()}.", suffix=".tmp"))
     try:
         fill(tmp)
         write_manifest(tmp)

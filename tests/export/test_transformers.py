@@ -414,6 +414,26 @@ def test_force_replaces_only_what_the_export_wrote(tmp_path, data):
     assert load_folder(again)[1].config.encoder_ffn_dim == 48 and leftovers(tmp_path) == []
 
 
+def test_what_a_killed_export_left_is_removed_by_the_next(tmp_path, data):
+    """kill -9 during an export left its hidden temporary folder beside --out, and no rerun removed it.
+    The next export into the same --out removes those of processes that no longer run (never a running
+    export's, nor anything else beside it)."""
+    import subprocess
+    import sys
+
+    bin_dir, spm_model = data
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)  # a process that has ended
+    left = [tmp_path / f".hf.{pid}.k9x2ab.tmp", tmp_path / f".hf.{pid}.k9x2ab.tmp.old"]
+    running = tmp_path / f".hf.{os.getpid()}.live01.tmp"  # this process: still running
+    for folder in [*left, running, tmp_path / ".other.tmp"]:
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"half")
+    export(random_checkpoint(tmp_path, bin_dir), bin_dir, spm_model, tmp_path / "hf")
+    assert not any(p.exists() for p in left) and running.is_dir() and (tmp_path / ".other.tmp").is_dir()
+    assert load_folder(tmp_path / "hf")[1] is not None
+
+
 def test_out_is_refused_when_it_exists_replaced_with_force_and_never_half_written(tmp_path, data, monkeypatch):
     bin_dir, spm_model = data
     ckpt, out = random_checkpoint(tmp_path, bin_dir), tmp_path / "hf"

@@ -465,3 +465,21 @@ def test_translate_checks_its_output_path_before_loading(tmp_path, cli):
     proc = cli("translate_ctranslate2", tmp_path / "no_model", "--input", tmp_path / "in.txt", "--output", out)
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 1 and last.startswith(f"error: the folder of {out} does not exist: create it first"), last
+
+
+def test_a_damaged_export_folder_says_to_export_again(ckpt, tmp_path):
+    """A JSON file of the export cut short ended in a JSONDecodeError '...; unexpected'; a model.bin cut
+    short named CTranslate2's reason only. Both now say to export again."""
+    out = tmp_path / "ct2"
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", out)
+    info = (out / "attn_only_plugin.json").read_text()
+    (out / "attn_only_plugin.json").write_text(info[: len(info) // 2])
+    with pytest.raises(PluginError, match=r"attn_only_plugin.json is damaged \(.*\): the export folder was cut short"):
+        attn_only_plugin.load_ctranslate2(out)
+    (out / "attn_only_plugin.json").write_text(info)
+    model = (out / "model.bin").read_bytes()
+    (out / "model.bin").write_bytes(model[: len(model) // 2])
+    with pytest.raises(
+        PluginError, match=r"CTranslate2 cannot load .*damaged or cut short since the export \(export it again"
+    ):
+        attn_only_plugin.load_ctranslate2(out)
