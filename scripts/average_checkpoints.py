@@ -36,7 +36,12 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402
+
+_standalone.one_line_errors()  # from here on, Ctrl-C or an error during the slow imports below is one line too
+
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages

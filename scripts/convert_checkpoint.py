@@ -24,7 +24,12 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402
+
+_standalone.one_line_errors()  # from here on, Ctrl-C or an error during the slow imports below is one line too
+
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

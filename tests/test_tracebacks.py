@@ -463,3 +463,42 @@ def test_scoring_a_folder_is_one_line(tmp_path):
         cwd=ROOT,
     )
     one_line_error(proc, f"cannot read {tmp_path}: Is a directory: give a readable text file")
+
+
+@pytest.mark.parametrize("script", ["average_checkpoints", "export_transformers", "translate_ctranslate2"])
+def test_ctrl_c_during_the_imports_is_one_line(script, tmp_path):
+    """Ctrl-C while a script still imports torch and fairseq (seconds) printed a 40-line traceback: the
+    one-line hook is now installed before those imports. The package's own hook then takes over, so its
+    PluginErrors stay one line (the control: a refusal after the imports)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--help"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(1.0)  # the hook is in place within milliseconds; torch and fairseq take seconds more
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert "Traceback" not in err, err[-3000:]
+    assert proc.returncode == 130 and err.strip().splitlines()[-1].startswith("error: interrupted (Ctrl-C)"), err
+    (tmp_path / "in.txt").write_text("1 2\n")
+    control = subprocess.run(  # a PluginError raised past main(): the package's hook shows it
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "translate_ctranslate2.py"),
+            tmp_path / "none",
+            "--input",
+            tmp_path / "in.txt",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    last = control.stderr.strip().splitlines()[-1]
+    assert control.returncode == 1 and last.startswith(f"error: no CTranslate2 model in {tmp_path / 'none'}"), last

@@ -117,8 +117,10 @@ def install_excepthook():
     """Show errors that end a run as one line (sys.excepthook). In fairseq-hydra-train, hydra catches
     every exception of the run and prints it with a traceback (run_and_report) unless
     HYDRA_FULL_ERROR=1, which makes it re-raise: we set that (when the user has not set it) so that
-    the exception reaches this hook too. Idempotent."""
-    if getattr(sys.excepthook, "__name__", "") != "_excepthook":
+    the exception reaches this hook too. Idempotent; it replaces the same hook loaded standalone
+    (scripts/_standalone.py, installed by a script before its slow imports), whose PluginError is
+    another class than this module's."""
+    if sys.excepthook is not _excepthook:
         sys.excepthook = _excepthook
     if "fairseq_cli.hydra_train" in sys.modules:
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
