@@ -154,6 +154,15 @@ def write_manifest(folder: Path) -> None:
     (folder / MANIFEST).write_text(json.dumps({"written": folder_files(folder)}, indent=1) + "\n")
 
 
+# every file the exports write (CTranslate2's, then transformers'): an export made before MANIFEST
+# existed holds these alone, and is replaced as its list would allow
+EXPORT_FILES = {
+    "model.bin", "config.json", "shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json",
+    "attn_only_plugin.json", "model.safetensors", "generation_config.json", "README.md", "source.spm",
+    "target.spm", "vocab.json", "tokenizer_config.json",
+}  # fmt: skip
+
+
 def not_written_by_export(out: Path) -> str:
     """'' when --force may replace folder out (a manifest, and no file it does not list); else why not."""
     if not out.is_dir() or out.is_symlink():
@@ -161,7 +170,10 @@ def not_written_by_export(out: Path) -> str:
     try:
         written = set(json.loads((out / MANIFEST).read_text())["written"])
     except (OSError, ValueError, KeyError, TypeError):
-        return f"has no list of the files an export wrote into it ({MANIFEST}), so it is not an export's folder"
+        files = set(folder_files(out))
+        if not ({"model.bin", "model.safetensors"} & files and "config.json" in files):
+            return f"has no list of the files an export wrote into it ({MANIFEST}), so it is not an export's folder"
+        written = EXPORT_FILES  # an export made before the list existed: what an export may have written
     others = [name for name in folder_files(out) if name not in written]
     if others:
         names = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")

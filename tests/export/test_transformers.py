@@ -388,7 +388,8 @@ def test_force_replaces_only_what_the_export_wrote(tmp_path, data):
     """--force replaced a folder it judged "an earlier export" by two file names, the user's other files
     in it included (a notes.txt was lost). Now a folder is replaced only when the list the export wrote
     into it names every file there: one with a file added, or without the list, is refused in one line
-    before the checkpoint is read, every file left as it was."""
+    before the checkpoint is read, every file left as it was. An export made before the list existed is
+    judged by the names an export writes."""
     from test_bad_input import snapshot
 
     bin_dir, spm_model = data
@@ -402,12 +403,13 @@ def test_force_replaces_only_what_the_export_wrote(tmp_path, data):
     with pytest.raises(PluginError, match=problem):
         export(ckpt, bin_dir, spm_model, out, "--force")
     assert snapshot(out) == before and leftovers(tmp_path) == []
-    (out / "notes.txt").unlink()
-    (out / ".export-manifest.json").unlink()  # a folder that only looks like an export
-    before = snapshot(out)
-    with pytest.raises(PluginError, match="has no list of the files an export wrote into it .*move your files out"):
+    (out / ".export-manifest.json").unlink()  # an export made before the list existed: its names decide
+    with pytest.raises(PluginError, match=problem):
         export(ckpt, bin_dir, spm_model, out, "--force")
-    assert snapshot(out) == before
+    assert snapshot(out) == {k: v for k, v in before.items() if k != ".export-manifest.json"}
+    (out / "notes.txt").unlink()
+    export(ckpt, bin_dir, spm_model, out, "--force")  # the old export alone: replaced, now with its list
+    assert (out / ".export-manifest.json").is_file() and leftovers(tmp_path) == []
     again = tmp_path / "again"
     export(ckpt, bin_dir, spm_model, again)
     export(random_checkpoint(tmp_path, bin_dir, d_ff=48), bin_dir, spm_model, again, "--force")  # an export's own
