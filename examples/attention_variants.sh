@@ -24,8 +24,9 @@ read -r -a variants <<<"${VARIANTS:-full window8 window4 relative8 relative8_onl
 for v in "${variants[@]}"; do
   if [ -z "${FLAGS[$v]+set}" ]; then echo "error: unknown variant $v: choose from ${!FLAGS[*]}" >&2; exit 1; fi
 done
-bash "$REPO/scripts/install.sh"
 source "$REPO/examples/pipeline.sh"
+check_vars 'UPDATES count' 'VOCAB count' 'SEEDS wholes'  # before any work: UPDATES=0 would train without end
+bash "$REPO/scripts/install.sh"
 CORPUS="${CORPUS:-$REPO/examples/data/libreoffice_en_de}"
 WORK="${WORK:-$REPO/work/attention_variants}"
 UPDATES="${UPDATES:-2000}"

@@ -19,6 +19,34 @@ export MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-4294967296}"
 
 say() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 
+check_vars() {  # check_vars 'NAME KIND' ...: the recipe variables that are set, each checked before any work
+  # KIND: count (a whole number >= 1), whole (>= 0), number (a decimal >= 0), wholes (whole numbers
+  # >= 0 separated by spaces), flag (0 or 1), a|b|c (one of those words) or a|b... (one or more of
+  # them, separated by spaces). An unset or empty variable takes the recipe's default.
+  local spec name kind value want ok word words
+  for spec in "$@"; do
+    read -r name kind <<<"$spec"
+    value="${!name:-}"
+    [ -n "$value" ] || continue
+    case "$kind" in
+      count) want="a whole number >= 1"; [[ "$value" =~ ^[1-9][0-9]{0,8}$ ]] && ok=1 || ok=0 ;;
+      whole) want="a whole number >= 0"; [[ "$value" =~ ^(0|[1-9][0-9]{0,8})$ ]] && ok=1 || ok=0 ;;
+      number) want="a number >= 0 such as 1 or 2.5"; [[ "$value" =~ ^((0|[1-9][0-9]{0,8})(\.[0-9]+)?|\.[0-9]+)$ ]] && ok=1 || ok=0 ;;
+      wholes) want="whole numbers >= 0 separated by spaces, e.g. '1 2 3'"
+              [[ "$value" =~ ^[[:space:]]*(0|[1-9][0-9]{0,8})([[:space:]]+(0|[1-9][0-9]{0,8}))*[[:space:]]*$ ]] && ok=1 || ok=0 ;;
+      flag) want="0 or 1"; [[ "$value" =~ ^[01]$ ]] && ok=1 || ok=0 ;;
+      *...) want="one or more of ${kind//|/, } separated by spaces"; want="${want/.../}" ok=1
+            read -r -a words <<<"$value"
+            for word in "${words[@]}"; do [[ "|${kind%...}|" == *"|$word|"* ]] || ok=0; done ;;
+      *) want="one of ${kind//|/, }"; [[ "|$kind|" == *"|$value|"* ]] && ok=1 || ok=0 ;;
+    esac
+    if [ "$ok" = 0 ]; then
+      echo "error: $name=$value: give $want (or leave $name unset for the recipe's default)" >&2
+      exit 1
+    fi
+  done
+}
+
 require_corpus() {  # require_corpus DIR SRC TGT
   local f
   for f in train valid test; do

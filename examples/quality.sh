@@ -12,8 +12,9 @@
 # UPDATES, SEEDS, VOCAB, RECIPES ("alike own" adds each model on its own recipe) override the defaults.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
-bash "$REPO/scripts/install.sh"
 source "$REPO/examples/pipeline.sh"
+check_vars 'UPDATES count' 'VOCAB count' 'SEEDS wholes' 'TEST count' 'VALID count' 'RECIPES alike|own...'
+bash "$REPO/scripts/install.sh"
 WORK="${WORK:-$REPO/work/quality}"
 mkdir -p "$WORK"
 

@@ -15,8 +15,9 @@
 # Expected (2-core CPU): see "Quickstart" in README.md for the BLEU we measured.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
-bash "$REPO/scripts/install.sh"
 source "$REPO/examples/pipeline.sh"
+check_vars 'UPDATES count' 'VOCAB count'  # before any work: UPDATES=0 would train without end
+bash "$REPO/scripts/install.sh"
 CORPUS="${CORPUS:-$REPO/examples/data/libreoffice_en_de}"  # overridable for tests
 WORK="${WORK:-$REPO/work/quickstart}"
 UPDATES="${UPDATES:-2000}"

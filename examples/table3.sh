@@ -22,6 +22,7 @@
 # checkpoint_last.pt, and a finished row is not retrained. Rows may run side by side in one WORK.
 set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
+check_vars 'GPUS whole' 'MAX_TOKENS count'  # train_paper's, before any work
 
 declare -A FLAGS=(  # row -> the flags it changes on top of transformer_base
   [base]=""

@@ -7,6 +7,7 @@
 # ~3.5 days on 8 P100 (paper).
 set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
+check_vars 'GPUS whole' 'MAX_TOKENS count'  # train_paper's, before any work
 CORPUS="${WMT14_EN_DE:?set WMT14_EN_DE to the folder with the train, valid and test .en and .de files}"
 WORK="${WORK:-$REPO/work/wmt14_en_de_big}"
 require_corpus "$CORPUS" en de && mkdir -p "$WORK"

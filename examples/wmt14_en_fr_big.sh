@@ -8,6 +8,7 @@
 # Expected: 41.8 BLEU (tokenized) after ~3.5 days on 8 P100.
 set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
+check_vars 'GPUS whole' 'MAX_TOKENS count'  # train_paper's, before any work
 CORPUS="${WMT14_EN_FR:?set WMT14_EN_FR to the folder with the train, valid and test .en and .fr files}"
 WORK="${WORK:-$REPO/work/wmt14_en_fr_big}"
 require_corpus "$CORPUS" en fr && mkdir -p "$WORK"

@@ -24,6 +24,8 @@
 # next-token probabilities averaged at each step; not the paper's). Valid and test are both scored.
 set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
+check_vars 'SMALL flag' 'UPDATES count' 'SAVE_EVERY count' 'BEAM count' 'MAX_LEN_A number' 'MAX_LEN_B whole' \
+    'SEED whole' 'RELPOS count' 'SUBWORDS count'  # before any work: UPDATES=0 would train without end
 WSJ="${WSJ:?set WSJ to your treebank folder with wsj_NNNN.mrg files}"
 WORK="${WORK:-$REPO/work/wsj_parsing}"
 if [ "${SMALL:-0}" = 1 ]; then  # the sample's setting, chosen on its valid split (docs/parsing.md, "Ablation")
@@ -36,12 +38,16 @@ if [ "${SMALL:-0}" = 1 ]; then  # the sample's setting, chosen on its valid spli
 fi
 CHECKPOINTS="${CHECKPOINTS:-average}"
 case "$CHECKPOINTS" in
-  average) ;;
-  ensemble) [[ "$WORK" != *:* ]] || { echo "error: CHECKPOINTS=ensemble passes the checkpoints as fairseq-generate" \
-                "--path a:b:c, so WORK may not contain ':' ($WORK): give another WORK" >&2; exit 1; } ;;
+  average|ensemble) ;;
   *) echo "error: CHECKPOINTS=$CHECKPOINTS: give 'average' (decode the mean of the last 5 checkpoints) or" \
           "'ensemble' (decode them as an ensemble)" >&2; exit 1 ;;
 esac
+[[ "$WORK" != *:* ]] || { echo "error: WORK=$WORK contains ':', which fairseq-generate --path reads as a list of" \
+                            "checkpoints (a:b:c), so no checkpoint under it can be decoded: give another WORK" >&2; exit 1; }
+for part in train valid test; do  # prepare_ptb.py writes the splits SPLIT names; the recipe needs all three
+  [ -z "${SPLIT:-}" ] || [[ " $SPLIT " == *" $part="* ]] || { echo "error: SPLIT=$SPLIT names no $part=: give" \
+      "train=A-B valid=C-D test=E-F (WSJ file numbers), or leave SPLIT unset for sections 02-21 / 22 / 23" >&2; exit 1; }
+done
 SHAPE=()
 if [ "${SMALL:-0}" = 1 ]; then  # a CPU-sized transformer_parse: same depth, smaller widths
   SHAPE=(--d-model 128 --d-ff 512 --heads 4 --dropout 0.1 --attention-dropout 0.1 --max-tokens 4096
@@ -70,6 +76,7 @@ say "linearizing trees (Vinyals et al. 2015)"
 # shellcheck disable=SC2086  # SPLIT and the FLAGS are word lists on purpose
 "$PY" "$REPO/scripts/prepare_ptb.py" --treebank "$WSJ" --out "$WORK/text" --force ${SPLIT:+--split $SPLIT} ${PREPARE_FLAGS:-}
 if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
+  rm -rf "$WORK/data-bin.tmp"  # what a failed or killed fairseq-preprocess left
   text="$WORK/text" srcdict=()
   if [ -n "${SUBWORDS:-}" ]; then  # the source as sentencepiece pieces (not the paper's): targets keep the words
     "$PY" "$REPO/scripts/spm_prepare.py" --data "$WORK/text" --src words --tgt tree --vocab-size "$SUBWORDS" \
@@ -77,9 +84,10 @@ if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
     text="$WORK/pieces" srcdict=(--srcdict "$WORK/pieces/dict.words.txt")  # every piece, seen in training or not
   fi
   "$BIN/fairseq-preprocess" --source-lang words --target-lang tree --trainpref "$text/train" \
-      --validpref "$text/valid" --testpref "$text/test" --destdir "$WORK/data-bin" \
+      --validpref "$text/valid" --testpref "$text/test" --destdir "$WORK/data-bin.tmp" \
       --nwordssrc 16000 `# section 6.3: 16K source vocabulary for WSJ only` \
       --workers "$(nproc)" "${srcdict[@]}" ${PREPROCESS_FLAGS:-} >"$WORK/preprocess.log" 2>&1 || { tail -5 "$WORK/preprocess.log" >&2; exit 1; }
+  rm -rf "$WORK/data-bin" && mv "$WORK/data-bin.tmp" "$WORK/data-bin"  # complete, or not there at all
   echo "$data_settings" >"$WORK/data.settings"
 fi
 say "fairseq-train --arch transformer_parse"

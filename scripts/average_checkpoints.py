@@ -23,7 +23,9 @@ this is an independent implementation. Departures from the paper and from fairse
 - checkpoints whose parameter names or shapes differ are refused (one-line error, exit 1), as
   are a checkpoint holding NaN or inf (the average would be NaN/inf too) and an --output that is
   one of the inputs (compared as files: hard links, symlinks and other spellings of its path) or a
-  folder holding one; an existing --output is replaced only with --force (atomic.check_output);
+  folder holding one, and an --output named as fairseq-train's own checkpoints (checkpoint_last.pt,
+  checkpoint_best.pt, checkpointN.pt, checkpoint_E_U.pt), which a save dir would take for the run's or
+  overwrite; an existing --output is replaced only with --force (atomic.check_output);
   the output is written atomically (temporary file in the same folder + os.replace).
 """
 
@@ -34,14 +36,20 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402
+
+_standalone.one_line_errors()  # from here on, Ctrl-C or an error during the slow imports below is one line too
+
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
 import attn_only_plugin  # noqa: E402,F401  (lets torch's safe loader read fairseq checkpoints)
 from attn_only_plugin.guards import safe_load  # noqa: E402
-from attn_only_plugin.guards.atomic import atomic_output, check_output  # noqa: E402
+from attn_only_plugin.guards.atomic import atomic_output, check_output, check_writable, same_file  # noqa: E402
 from attn_only_plugin.guards.errors import PluginError  # noqa: E402
+from attn_only_plugin.guards.save_dir import check_not_a_training_name  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -108,6 +116,52 @@ def check_same_layout(reference: Dict[str, torch.Tensor], model: Dict[str, torch
             )
 
 
+def check_distinct(paths: List[Path]) -> None:
+    """Refuse a checkpoint given twice (the same file, however named): it would weigh double."""
+    for i, path in enumerate(paths):
+        twin = next((p for p in paths[:i] if same_file(p, path)), None)
+        if twin is not None:
+            raise PluginError(
+                f"--inputs gives {twin} twice (as {twin} and {path}): the average would weigh it double; "
+                "name each checkpoint once"
+            )
+
+
+# model settings that change what the weights compute without changing their names or shapes (ours,
+# then fairseq's transformer's): checkpoints that differ in one are of different architectures
+ARCH_SETTINGS = (
+    "_name", "arch", "heads", "d_k", "d_v", "pre_norm", "learned_pos", "embedding_sharing", "attention_window",
+    "relative_positions", "no_absolute_positions", "encoder_attention_heads", "decoder_attention_heads",
+    "encoder_normalize_before", "decoder_normalize_before", "activation_fn", "no_scale_embedding",
+    "layernorm_embedding", "share_all_embeddings", "share_decoder_input_output_embed",
+)  # fmt: skip
+
+
+def model_settings(state: dict) -> dict:
+    """The ARCH_SETTINGS a checkpoint records (cfg['model'], or the legacy args Namespace)."""
+    cfg = state.get("cfg")
+    model = cfg.get("model") if isinstance(cfg, dict) else None
+    if model is None and state.get("args") is not None:
+        model = vars(state["args"])
+    if model is None:
+        return {}
+    if not isinstance(model, dict):
+        model = dict(model) if hasattr(model, "keys") else vars(model)
+    return {key: model[key] for key in ARCH_SETTINGS if key in model}
+
+
+def check_same_settings(reference: dict, state: dict, path: Path, first: Path) -> None:
+    """Refuse a checkpoint whose architecture settings differ from the first one's (same shapes)."""
+    settings = model_settings(state)
+    for key in ARCH_SETTINGS:
+        if key in reference and key in settings and str(reference[key]) != str(settings[key]):
+            raise PluginError(
+                f"{path} does not match {first}: it was trained with {key}={settings[key]}, the first with "
+                f"{key}={reference[key]} (a different architecture, with weights of the same shapes); "
+                "average checkpoints of one run"
+            )
+
+
 def _sum_dtype(t: torch.Tensor) -> torch.dtype:
     return torch.float64 if t.dtype == torch.float64 else torch.float32
 
@@ -120,7 +174,7 @@ def average_checkpoints(paths: List[Path]) -> dict:
         raise PluginError("no checkpoints to average: give --inputs files, or a folder with --num-*-checkpoints N")
     log(f"1/{len(paths)} {paths[0]}")
     state = load_checkpoint(paths[0])
-    reference = state["model"]
+    reference, settings = state["model"], model_settings(state)
     aliases = storage_aliases(reference)
     sums = {
         name: t.to(_sum_dtype(t), copy=True)
@@ -129,8 +183,11 @@ def average_checkpoints(paths: List[Path]) -> dict:
     }
     for i, path in enumerate(paths[1:], start=2):
         log(f"{i}/{len(paths)} {path}")
-        model = load_checkpoint(path)["model"]
+        other = load_checkpoint(path)
+        model = other["model"]
         check_same_layout(reference, model, path, paths[0])
+        check_same_settings(settings, other, path, paths[0])
+        del other
         for name, total in sums.items():
             total.add_(model[name].to(total.dtype))
         del model
@@ -197,6 +254,9 @@ def main(argv=None) -> int:
     try:
         paths = resolve_inputs(a.inputs, a.num_epoch_checkpoints, a.num_update_checkpoints, a.checkpoint_upper_bound)
         check_output(a.output, paths, a.force, "--output")
+        check_not_a_training_name(a.output, "--output")
+        check_writable(a.output, "--output", create_folders=True)  # before the work, not after it
+        check_distinct(paths)
         log(f"averaging {len(paths)} checkpoints: {', '.join(str(p) for p in paths)}")
         save_atomic(average_checkpoints(paths), a.output)
     except PluginError as e:

@@ -14,7 +14,9 @@ fairseq transformer checkpoints. The optimizer state is dropped (its layout foll
 parameters). Only settings both sides express convert: learned positions (fairseq's
 sinusoids and section 3.5's interleaved ones are different functions), ReLU, post- or
 pre-norm, no layernorm_embedding, equal encoder/decoder sizes, d_k = d_v = d_model / h.
-An output that is the input file (however its path is written) is refused.
+An output that is the input file (however its path is written) is refused, and so is an output
+named as fairseq-train's own checkpoints (checkpoint_last.pt, checkpoint_best.pt, ...), which a
+save dir would take for the run's or overwrite.
 """
 
 import argparse
@@ -22,7 +24,12 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402
+
+_standalone.one_line_errors()  # from here on, Ctrl-C or an error during the slow imports below is one line too
+
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -31,6 +38,7 @@ from attn_only_plugin.export.fairseq import fairseq_to_ours, ours_to_fairseq  # 
 from attn_only_plugin.guards.atomic import atomic_output, check_output_or_exit  # noqa: E402
 from attn_only_plugin.guards.errors import PluginError  # noqa: E402
 from attn_only_plugin.guards.safe_load import load_checkpoint  # noqa: E402
+from attn_only_plugin.guards.save_dir import check_not_a_training_name  # noqa: E402
 
 
 def _get(cfg, name, default=None):
@@ -189,6 +197,10 @@ def main(argv=None) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing output")
     a = p.parse_args(argv)
     check_output_or_exit(a.output, [a.input], a.force, "OUTPUT")
+    try:
+        check_not_a_training_name(a.output, "OUTPUT")
+    except PluginError as e:
+        raise SystemExit(f"error: {e}") from None
     if not a.output.resolve().parent.is_dir():
         raise SystemExit(
             f"error: the folder of {a.output} does not exist: create it first, or choose another output path"

@@ -19,6 +19,10 @@ import logging
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402
+
+_standalone.one_line_errors()  # from here on, Ctrl-C or an error during the slow imports below is one line too
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
 import attn_only_plugin  # noqa: E402,F401  (safe loader allow-list, one-line errors, registration)

@@ -84,8 +84,9 @@ def read_hypotheses(log: Path, hyps: dict, n: int):
 
 def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = False) -> str:
     from attn_only_plugin.guards.atomic import atomic_output, check_output_or_exit
+    from attn_only_plugin.guards.hidden_chars import hidden_in_lines, strip_bom
     from attn_only_plugin.parsing.data import right_branching_baseline, score_predictions
-    from attn_only_plugin.parsing.evalb import summary
+    from attn_only_plugin.parsing.evalb import summary, unscored
     from attn_only_plugin.parsing.pieces import is_pieces, join_pieces
 
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
@@ -95,7 +96,11 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = 
     def lines(ext):
         if not paths[ext].is_file():
             raise SystemExit(f"error: {paths[ext]} not found: run scripts/prepare_ptb.py first")
-        return paths[ext].read_text(encoding="utf-8").splitlines()
+        text = [strip_bom(line, i == 0) for i, line in enumerate(paths[ext].read_text(encoding="utf-8").splitlines())]
+        problem = hidden_in_lines(text, paths[ext])  # EVALB would drop such a sentence from F1
+        if problem:
+            raise SystemExit(f"error: {problem}")
+        return text
 
     words = [line.split() for line in lines("words")]
     tags = [line.split() for line in lines("tags")]
@@ -106,6 +111,9 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = 
     check_sources(log, sources, words, paths["words"])
     result, repaired, trees = score_predictions(read_hypotheses(log, hyps, len(words)), words, gold, tags)
     baseline = right_branching_baseline(words, gold, tags)
+    problem = unscored(result, split, data) or unscored(baseline, split, data)  # all in F1, or no F1
+    if problem:
+        raise SystemExit(f"error: {problem}")
     if out is not None:
         with atomic_output(out, "w", encoding="utf-8") as f:
             f.write("\n".join(trees) + "\n")

@@ -27,12 +27,18 @@ import _standalone  # noqa: E402  (the package's fairseq-free files)
 
 def read_split(data: Path, split: str):
     """(words, tags, gold tree lines) of SPLIT from prepare_ptb.py's files, checked line for line."""
+    hidden = _standalone.load("guards/hidden_chars.py")
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
     text = {}
     for ext, path in paths.items():
         if not path.is_file():
             raise SystemExit(f"error: {path} not found: run scripts/prepare_ptb.py first (--data is its --out folder)")
-        text[ext] = path.read_text(encoding="utf-8").splitlines()
+        text[ext] = [
+            hidden.strip_bom(line, i == 0) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines())
+        ]
+        problem = hidden.hidden_in_lines(text[ext], path)  # EVALB would drop such a sentence from F1
+        if problem:
+            raise SystemExit(f"error: {problem}")
     words, tags = [line.split() for line in text["words"]], [line.split() for line in text["tags"]]
     if not len(words) == len(tags) == len(text["gold"]):
         raise SystemExit(
@@ -126,7 +132,11 @@ def baseline(
     if out is not None:
         with atomic.atomic_output(out, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
-    t = evalb.evaluate_lines(gold, lines).all
+    result = evalb.evaluate_lines(gold, lines)
+    problem = evalb.unscored(result, split, data)  # every sentence is in F1, or none is reported
+    if problem:
+        raise SystemExit(f"error: {problem}")
+    t = result.all
     source = "gold POS tags" if gold_tags else "words"
     return (
         f"{evalb.summary(split, len(words), t)}; treebank PCFG (v={vertical}, h={markov}, rare {rare}, "

@@ -24,11 +24,15 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _standalone  # noqa: E402
+
+_standalone.one_line_errors()  # from here on, Ctrl-C or an error during the slow imports below is one line too
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no import-time INFO chatter among our messages
 import attn_only_plugin  # noqa: E402,F401  (one-line errors)
 from attn_only_plugin.api.hub_ctranslate2 import load_ctranslate2, log2  # noqa: E402
-from attn_only_plugin.guards.atomic import atomic_output, check_output  # noqa: E402
+from attn_only_plugin.guards.atomic import atomic_output, check_output, check_writable  # noqa: E402
 from attn_only_plugin.guards.errors import PluginError  # noqa: E402
 from attn_only_plugin.guards.input_checks import read_input_lines  # noqa: E402
 
@@ -118,6 +122,7 @@ def main(argv=None) -> None:
     if a.output is not None:  # the shared rule for outputs: never an input, replaced only with --force
         inputs = [a.model, a.spm_model] + ([] if a.input == "-" else [a.input])
         check_output(a.output, inputs, a.force, "--output")
+        check_writable(a.output, "--output")  # before the model loads and translates, not after
     mt = load_ctranslate2(
         a.model,
         spm_model=a.spm_model,

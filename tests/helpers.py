@@ -435,3 +435,41 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+TREE_LABELS = ("S", "NP", "VP", "PP")
+
+
+def tree_dictionary(with_orphan=True):
+    """A target dictionary of the linearized trees' symbols: XX and an open and a close bracket per label."""
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for symbol in ["XX"] + [b + label for label in TREE_LABELS for b in "()"]:
+        d.add_symbol(symbol)
+    if with_orphan:
+        d.add_symbol("(ORPHAN")  # no ")ORPHAN": could never be closed
+    return d
+
+
+def fake_checkpoint(path, scale, shape=(2, 3), extra=None):
+    """A fairseq-format checkpoint whose tensors hold known values; embed/out are one tensor (tied)."""
+    emb = torch.arange(float(shape[0] * shape[1])).reshape(shape) * scale
+    model = {
+        "embed.weight": emb,
+        "out.weight": emb,
+        "bias": torch.tensor([scale, -2.0 * scale], dtype=torch.float64),
+        "half": torch.tensor([scale], dtype=torch.float16),
+        "steps": torch.tensor([int(scale)]),
+    }
+    model.update(extra or {})
+    torch.save(
+        {
+            "model": model,
+            "cfg": {"model": {"_name": "attn_only_transformer"}, "tag": str(path)},
+            "optimizer_history": [{"num_updates": int(scale)}],
+            "extra_state": {"epoch": 1},
+            "last_optimizer_state": {"state": {0: {"exp_avg": torch.ones(3)}}},
+        },
+        path,
+    )

@@ -116,7 +116,8 @@ def test_checkpoint_of_another_architecture(setup, checkpoint, tmp_path, capsys)
     one_line_error(
         generate(setup, other),
         "checkpoint does not fit this model: missing encoder.embed.tokens.weight",
-        "another architecture? Use its own --arch",
+        "another architecture? fairseq-train: use its own --arch",
+        "fairseq-generate, -interactive, -validate and the API: give a checkpoint of this model",
     )
     # averaging it with ours: refused, the output path left alone
     out = tmp_path / "avg.pt"
@@ -611,6 +612,29 @@ def test_constrain_trees_on_translation_data(setup, checkpoint):
         setup, checkpoint, "--task", "constituency_parsing", "--constrain-trees", "--sampling", "--nbest", 2
     )
     one_line_error(proc, "--constrain-trees works with plain beam search")
+
+
+@pytest.mark.parametrize("task", ["translation_paper", "constituency_parsing"])
+def test_gnmt_penalty_applies_with_print_alignment_or_is_refused(setup, checkpoint, task):
+    """fairseq-generate --lenpen-style gnmt --print-alignment ranked and scored with fairseq's |Y|^alpha
+    without a word. Now every hypothesis' score is its summed log-probability / ((5 + |Y|) / 6)^alpha and
+    its alignment is printed; with --unnormalized or --score-reference, which would drop the penalty,
+    one line."""
+    from attn_only_plugin.tasks.translation_paper import gnmt_length_penalty
+
+    gnmt = ["--task", task, "--lenpen", 0.6, "--lenpen-style", "gnmt"]
+    proc = generate(setup, checkpoint, *gnmt, "--print-alignment")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split("\t") for line in proc.stdout.splitlines()]
+    hypotheses = {row[0][2:]: float(row[1]) for row in rows if row[0].startswith("H-")}
+    positional = {row[0][2:]: [float(p) for p in row[1].split()] for row in rows if row[0].startswith("P-")}
+    aligned = [row for row in rows if row[0].startswith("A-")]
+    assert hypotheses and len(aligned) == len(hypotheses) and positional.keys() == hypotheses.keys()
+    for i, score in hypotheses.items():  # both printed in base 2, so their ratio is the penalty's
+        lp = gnmt_length_penalty(len(positional[i]), 0.6)
+        assert score == pytest.approx(sum(positional[i]) / lp, abs=1e-3), (i, score, positional[i])
+    for flag in ("--unnormalized", "--score-reference"):
+        one_line_error(generate(setup, checkpoint, *gnmt, flag), f"--lenpen-style gnmt has no effect with {flag}")
 
 
 def test_check_output_rule(tmp_path):

@@ -125,10 +125,20 @@ def test_save_dir_without_checkpoint_last_is_refused(data, trained, tmp_path):
     assert num_updates(load(save / "checkpoint_last.pt")) == 6
 
 
-def test_finetune_from_model_still_starts_a_save_dir_without_checkpoint_last(data, trained, tmp_path):
-    """--finetune-from-model names the model to start from, as --continue-once does: fairseq's meaning
-    is kept in a save dir holding checkpoints but no checkpoint_last.pt."""
-    save = copy_of(trained, tmp_path, without_last=True)
+def test_finetune_from_model_starts_only_a_save_dir_without_checkpoints(data, trained, tmp_path):
+    """--finetune-from-model names the model to start from, as --continue-once does, and starts at
+    update 0: in a save dir holding another run's checkpoints (but no checkpoint_last.pt) fairseq
+    overwrote them (checkpoint_1_2.pt, checkpoint_best.pt). Refused there; in an empty one it runs."""
+    other = copy_of(trained, tmp_path, without_last=True)
+    before = checkpoints(other)
+    one_line_error(
+        train(data, other, 2, "--finetune-from-model", trained / "checkpoint_1_2.pt"),
+        f"--finetune-from-model starts training again at update 0 from {trained / 'checkpoint_1_2.pt'}",
+        f"would overwrite those in {other} (",
+        "give it a new, empty --save-dir",
+    )
+    assert checkpoints(other) == before
+    save = tmp_path / "tuned"
     tuned = train(data, save, 2, "--finetune-from-model", trained / "checkpoint_1_2.pt")
     assert tuned.returncode == 0, tuned.stderr[-3000:]
     assert f"loading pretrained model from {trained / 'checkpoint_1_2.pt'}" in tuned.stdout
@@ -269,48 +279,84 @@ def test_ctrl_c_during_generate_leaves_no_partial_results(data, trained, tmp_pat
 def test_checkpoint_without_training_state_is_no_resume_point(data, trained, tmp_path):
     """An average written as SAVE/checkpoint_last.pt (or a conversion written over
     it) was taken as a resume point: "epoch 1 @ 0 updates", and every checkpoint of the run was
-    overwritten. Refused in one line, as checkpoint_last.pt or as --restore-file, whatever wrote it;
-    --reset-optimizer says it is meant and keeps fairseq's meaning."""
+    overwritten. Refused in one line, as checkpoint_last.pt or as --restore-file, whatever wrote it (here
+    an average copied over it: average_checkpoints.py refuses the name itself). What the refusal advises,
+    --reset-optimizer, restarted at update 0 over the run's checkpoints: refused in the run's save dir,
+    it runs in a new, empty one, the run's checkpoints left byte-identical."""
     save = copy_of(trained, tmp_path)
     script = ROOT / "scripts" / "average_checkpoints.py"
     inputs = [save / "checkpoint_1_2.pt", save / "checkpoint_1_4.pt"]
-    proc = subprocess.run(
-        [str(BIN / "python"), str(script), "--inputs", *map(str, inputs), "--output", str(save / "checkpoint_last.pt")],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=TIMEOUT,
+
+    def average(output, *extra):
+        return subprocess.run(
+            [str(BIN / "python"), str(script), "--inputs", *map(str, inputs), "--output", str(output), *extra],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=TIMEOUT,
+        )
+
+    one_line_error(
+        average(save / "checkpoint_last.pt", "--force"),
+        f"--output {save / 'checkpoint_last.pt'}: checkpoint_last.pt is a name fairseq-train resumes from",
+        f"e.g. {save / 'checkpoint_avg.pt'}",
     )
-    one_line_error(proc, f"--output {save / 'checkpoint_last.pt'} already exists: pass --force")  # the first guard
-    proc = subprocess.run(
-        [
-            str(BIN / "python"),
-            str(script),
-            "--inputs",
-            *map(str, inputs),
-            "--output",
-            str(save / "checkpoint_last.pt"),
-            "--force",
-        ],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=TIMEOUT,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert average(tmp_path / "avg.pt").returncode == 0
+    (save / "checkpoint_last.pt").write_bytes((tmp_path / "avg.pt").read_bytes())  # a user's cp over it
     before = checkpoints(save)
-    for extra in [(), ("--restore-file", save / "checkpoint_last.pt")]:
+    last = save / "checkpoint_last.pt"
+    for extra in [(), ("--restore-file", last)]:
         one_line_error(
             train(data, save, 8, *extra),
-            f"{save / 'checkpoint_last.pt'} holds no training state",
+            f"{last} holds no training state",
             "no resume point",
             f"overwrite the checkpoints in {save}",
-            "--finetune-from-model",
-            "--reset-optimizer",
+            f"give a new, empty --save-dir with --finetune-from-model {last}",
+            f"(or --restore-file {last} --reset-optimizer)",
+            f"to resume the run, move {last} out of {save}",
         )
         assert checkpoints(save) == before
-    meant = train(data, save, 6, "--reset-optimizer")
+    one_line_error(
+        train(data, save, 6, "--reset-optimizer"),
+        f"--reset-optimizer starts training again at update 0 from {last}",
+        f"would overwrite those in {save} (",
+        "give it a new, empty --save-dir",
+    )
+    assert checkpoints(save) == before
+    meant = train(data, tmp_path / "new", 6, "--restore-file", last, "--reset-optimizer")
     assert meant.returncode == 0, meant.stderr[-3000:]
+    assert checkpoints(save) == before and num_updates(load(tmp_path / "new" / "checkpoint_last.pt")) == 6
+
+
+@pytest.mark.parametrize(
+    "flags, start",
+    [(("--reset-optimizer",), "at update 0"), (("--reset-dataloader",), "at epoch 1")],
+)
+def test_a_training_that_starts_over_never_writes_over_a_runs_checkpoints(data, trained, tmp_path, flags, start):
+    """--reset-optimizer (update 0) and --reset-dataloader (epoch 1) started the run again inside its own
+    save dir, and the new checkpoints took the old ones' names (checkpoint_1_2.pt, checkpoint_best.pt,
+    checkpoint_last.pt). Refused wherever the save dir holds checkpoints; the way the message names to
+    start over runs in a new folder, and a rerun there resumes the way the message names."""
+    save = copy_of(trained, tmp_path)
+    before = checkpoints(save)
+    for extra in [(), ("--restore-file", save / "checkpoint_1_2.pt")]:
+        resume = "leave out " + flags[0] + (" and --restore-file" if extra else "")
+        one_line_error(
+            train(data, save, 6, *extra, *flags),
+            f"{flags[0]} starts training again {start} from ",
+            f"would overwrite those in {save} (",
+            "give it a new, empty --save-dir",
+            f"to resume the run in {save} instead, {resume}",
+        )
+        assert checkpoints(save) == before
+    new = tmp_path / "new"
+    started = train(data, new, 4, "--restore-file", save / "checkpoint_1_2.pt", *flags)
+    assert started.returncode == 0, started.stderr[-3000:]
+    again = train(data, new, 6, "--restore-file", save / "checkpoint_1_2.pt", *flags)  # the same, further
+    one_line_error(again, f"would overwrite those in {new} (", "leave out " + flags[0] + " and --restore-file")
+    resumed = train(data, new, 6)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert checkpoints(save) == before and num_updates(load(new / "checkpoint_last.pt")) == 6
 
 
 def test_lock_that_cannot_be_taken_stops_the_training(data, tmp_path):

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from test_end_to_end import PLUGIN, TINY, reversal_data, run, train
+from helpers import PLUGIN, TINY, reversal_data, run, train
 
 
 @pytest.fixture(scope="module")

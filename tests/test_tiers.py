@@ -2,7 +2,9 @@
 code whether it starts a process, and conftest.py marks those tests `slow`, which
 `bash scripts/test.sh --fast` leaves out."""
 
+import ast
 import subprocess
+from pathlib import Path
 from subprocess import check_output
 
 import pytest
@@ -103,3 +105,17 @@ def test_test_sh_fast_leaves_the_slow_tests_out():
     assert fast and not any("test_end_to_end.py" in nodeid for nodeid in fast)
     assert "tests/test_tiers.py::test_what_starts_a_process_is_read_from_the_code" in fast
     assert any("test_end_to_end.py" in nodeid for nodeid in everything) and set(fast) < set(everything)
+
+
+def test_no_test_module_imports_another():
+    """Shared helpers and fixtures live in tests/helpers.py and the conftest files: a test module
+    that imports another runs that module's collection-time code and ties the two together."""
+    tests = Path(__file__).resolve().parent
+    modules = {p.stem for p in tests.rglob("test_*.py")}
+    found = []
+    for path in tests.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(tests)}: {n}" for n in names if n.split(".")[0] in modules]
+    assert not found, found

@@ -300,7 +300,49 @@ def test_full_or_read_only_disk_named():
     assert explain(OSError(errno.EROFS, "Read-only file system", "/s")).endswith(
         "the file system is read-only: write elsewhere"
     )
-    assert explain(OSError(errno.ENOSPC, "No space left on device")) is None  # no path: shown as unexpected
+    # a write to an open file names no path: what happened and what to do still say all (not "unexpected")
+    assert explain(OSError(errno.ENOSPC, "No space left on device")) == (
+        "writing failed: No space left on device: the disk is full: free space or write elsewhere"
+    )
+    assert "a file-size limit, see ulimit -f" in explain(OSError(errno.EFBIG, "File too large"))
+    assert explain(OSError(errno.ENOENT, "No such file or directory")) is None  # no path: which file? unexpected
+    written = RuntimeError("[enforce fail at inline_container.cc:603] . PytorchStreamWriter failed writing file data/0")
+    assert explain(written).startswith("writing a file failed (PytorchStreamWriter failed writing file): the disk is")
+
+
+def test_file_size_limit_is_one_line(tmp_path):
+    """A file-size limit reached while a script writes (here average_checkpoints.py's torch.save, with
+    SIGXFSZ ignored as a shell's ulimit -f leaves it to the writer to see EFBIG) ended in '...; unexpected'."""
+    import resource
+    import signal
+
+    sys.path.insert(0, str(ROOT / "tests" / "scripts"))
+    from helpers import fake_checkpoint
+
+    fake_checkpoint(tmp_path / "a.pt", 1.0)
+    fake_checkpoint(tmp_path / "b.pt", 2.0)
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "average_checkpoints.py"),
+            "--inputs",
+            tmp_path / "a.pt",
+            tmp_path / "b.pt",
+        ]
+        + ["--output", tmp_path / "avg.pt"],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        timeout=600,
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "unexpected" not in last and "file-size limit" in last, proc.stderr[-2000:]
+    assert not (tmp_path / "avg.pt").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["a.pt", "b.pt"]
 
 
 def test_user_dir_that_does_not_exist(setup, tmp_path):
@@ -422,3 +464,42 @@ def test_scoring_a_folder_is_one_line(tmp_path):
         cwd=ROOT,
     )
     one_line_error(proc, f"cannot read {tmp_path}: Is a directory: give a readable text file")
+
+
+@pytest.mark.parametrize("script", ["average_checkpoints", "export_transformers", "translate_ctranslate2"])
+def test_ctrl_c_during_the_imports_is_one_line(script, tmp_path):
+    """Ctrl-C while a script still imports torch and fairseq (seconds) printed a 40-line traceback: the
+    one-line hook is now installed before those imports. The package's own hook then takes over, so its
+    PluginErrors stay one line (the control: a refusal after the imports)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--help"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(1.0)  # the hook is in place within milliseconds; torch and fairseq take seconds more
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert "Traceback" not in err, err[-3000:]
+    assert proc.returncode == 130 and err.strip().splitlines()[-1].startswith("error: interrupted (Ctrl-C)"), err
+    (tmp_path / "in.txt").write_text("1 2\n")
+    control = subprocess.run(  # a PluginError raised past main(): the package's hook shows it
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "translate_ctranslate2.py"),
+            tmp_path / "none",
+            "--input",
+            tmp_path / "in.txt",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    last = control.stderr.strip().splitlines()[-1]
+    assert control.returncode == 1 and last.startswith(f"error: no CTranslate2 model in {tmp_path / 'none'}"), last

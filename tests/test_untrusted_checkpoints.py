@@ -142,3 +142,19 @@ def test_a_file_of_another_kind_is_named_not_called_corrupt(tmp_path):
             load_checkpoint(path)
     with pytest.raises(PluginError, match="it is corrupt or truncated"):
         load_checkpoint(tmp_path / "cut.pt")
+
+
+def test_an_object_array_is_refused_as_untrusted_not_called_corrupt(tmp_path):
+    """A torch checkpoint holding a numpy array of Python objects (each unpickled in turn: code could
+    run) was 'corrupt or truncated'; torch's safe loader refuses its dtype, and the error says so."""
+    import numpy as np
+
+    from attn_only_plugin.guards.errors import PluginError
+    from attn_only_plugin.guards.safe_load import load_checkpoint
+
+    path = tmp_path / "objects.pt"
+    torch.save({"model": {"w": torch.ones(2)}, "extra": np.array([1, "a"], dtype=object)}, path)
+    with pytest.raises(
+        PluginError, match=f"^refused to load untrusted checkpoint {path}: it holds numpy.dtypes.ObjectDType"
+    ):
+        load_checkpoint(path)

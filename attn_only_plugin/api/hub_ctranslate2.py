@@ -53,7 +53,7 @@ def load_ctranslate2(
             f"{model_dir} is a CTranslate2 model but not one scripts/export_ctranslate2.py wrote (no "
             f"{INFO_FILE}): export the checkpoint with it"
         )
-    info = json.loads((model_dir / INFO_FILE).read_text())
+    info = _read_json(model_dir / INFO_FILE)
     sp = _sentencepiece(spm_model) if spm_model is not None else None
     if str(device).startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
         raise PluginError(
@@ -77,9 +77,22 @@ def load_ctranslate2(
     except (ValueError, RuntimeError) as e:  # an unknown or unsupported compute_type, a broken model.bin
         raise PluginError(
             f"CTranslate2 cannot load {model_dir} with device={device!r}, compute_type="
-            f"{compute_type!r}: {(str(e).strip().splitlines() or ['?'])[0][:200]}"
+            f"{compute_type!r}: {(str(e).strip().splitlines() or ['?'])[0][:200]}: a compute_type this machine "
+            "cannot run (float32 runs everywhere), or a model.bin damaged or cut short since the export "
+            "(export it again with scripts/export_ctranslate2.py)"
         ) from None
     return CTranslate2Translator(translator, sp, info)
+
+
+def _read_json(path: Path):
+    """A JSON file of the export; a damaged one (cut short, edited) as one line saying what to do."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise PluginError(
+            f"{path} is damaged ({e}): the export folder was cut short or changed since; export it again with "
+            "scripts/export_ctranslate2.py"
+        ) from None
 
 
 def _sentencepiece(path):
@@ -94,7 +107,7 @@ def _sentencepiece(path):
 def _source_vocabulary(model_dir: Path) -> List[str]:
     for name in ("shared_vocabulary.json", "source_vocabulary.json"):  # CTranslate2 writes one of them
         if (model_dir / name).is_file():
-            return json.loads((model_dir / name).read_text())
+            return _read_json(model_dir / name)
     raise PluginError(
         f"{model_dir} has no source vocabulary (shared_vocabulary.json or source_vocabulary.json): "
         "export the model again"

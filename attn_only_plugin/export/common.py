@@ -3,10 +3,17 @@ one-line refusals of other models, partial or non-finite weights and dictionarie
 own), writing an output folder atomically (`--out` refused when it exists, unless `--force`), and
 the zero-padding of narrow heads (free d_k, d_v) to an engine's one head width.
 
+--force replaces only what an export wrote: every export folder holds MANIFEST, the list of the
+files written into it, and a folder is replaced only when it has one and holds no file it does not
+list (a user's notes.txt, a file added after the export); anything else is refused before the
+checkpoint is read.
+
 No engine is imported here: export/ctranslate2.py and export/transformers.py both use it.
 """
 
+import json
 import os
+import re
 import shutil
 import tempfile
 from argparse import Namespace
@@ -129,42 +136,104 @@ def pad_heads(w: Tensor, h: int, d: int, D: int, dim: int = 0) -> Tensor:
     return blocks.reshape(w.size(0), h * D)  # (d_model, h D)
 
 
+MANIFEST = ".export-manifest.json"  # in every export folder: the files the export wrote there
+
+
+def folder_files(folder: Path) -> list:
+    """Every file (and link) under folder, as sorted paths relative to it, the manifest left out."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]  # a link is a name, not a folder to enter
+        dirs[:] = [d for d in dirs if d not in links]
+        found += [os.path.relpath(os.path.join(root, name), folder) for name in files + links]
+    return sorted(name for name in found if name != MANIFEST)
+
+
+def write_manifest(folder: Path) -> None:
+    """List what an export wrote into folder (called on the complete temporary folder)."""
+    (folder / MANIFEST).write_text(json.dumps({"written": folder_files(folder)}, indent=1) + "\n")
+
+
+# every file the exports write (CTranslate2's, then transformers'): an export made before MANIFEST
+# existed holds these alone, and is replaced as its list would allow
+EXPORT_FILES = {
+    "model.bin", "config.json", "shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json",
+    "attn_only_plugin.json", "model.safetensors", "generation_config.json", "README.md", "source.spm",
+    "target.spm", "vocab.json", "tokenizer_config.json",
+}  # fmt: skip
+
+
+def not_written_by_export(out: Path) -> str:
+    """'' when --force may replace folder out (a manifest, and no file it does not list); else why not."""
+    if not out.is_dir() or out.is_symlink():
+        return "is not a folder an export wrote"
+    try:
+        written = set(json.loads((out / MANIFEST).read_text())["written"])
+    except (OSError, ValueError, KeyError, TypeError):
+        files = set(folder_files(out))
+        if not ({"model.bin", "model.safetensors"} & files and "config.json" in files):
+            return f"has no list of the files an export wrote into it ({MANIFEST}), so it is not an export's folder"
+        written = EXPORT_FILES  # an export made before the list existed: what an export may have written
+    others = [name for name in folder_files(out) if name not in written]
+    if others:
+        names = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        return f"holds files the export did not write ({names}), which --force would delete"
+    return ""
+
+
 def new_out(out, force: bool, inputs=()) -> Path:
     """`out` as a Path, checked by the shared rule for outputs (atomic.check_output: not an input,
     not holding or inside one, replaced only with force) and refused in one line when its folder
-    does not exist; with force, what it replaces must be an earlier export (a folder with
-    config.json and model.bin or model.safetensors), so that --force never deletes anything else."""
+    does not exist; with force, what it replaces must be what an export wrote (its MANIFEST lists
+    every file in it), so that --force never deletes anything else."""
     check_output(out, inputs, force)
     out = Path(out)
-    if (
-        force
-        and (out.exists() or out.is_symlink())
-        and not empty_folder(out)
-        and not (
-            out.is_dir()
-            and (out / "config.json").is_file()
-            and any((out / name).is_file() for name in ("model.bin", "model.safetensors"))
-        )
-    ):
-        raise PluginError(
-            f"--out {out} exists and is not a model folder an export wrote (no config.json with "
-            "model.bin or model.safetensors): --force replaces only an earlier export; choose another "
-            "--out"
-        )
+    if force and (out.exists() or out.is_symlink()) and not empty_folder(out):
+        why = not_written_by_export(out)
+        if why:
+            raise PluginError(
+                f"--out {out} {why}: --force replaces only what an export wrote; move your files out of it, "
+                "or choose another --out"
+            )
     if not out.resolve().parent.is_dir():
         raise PluginError(f"the folder of {out} does not exist: create it first, or choose another --out")
     return out
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_leftovers(out: Path) -> None:
+    """Remove the temporary folders (.OUT.PID.XXXX.tmp, and their .old) that an export into `out`
+    killed outright (kill -9, a power cut) left beside it: those of a process that no longer runs."""
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(\d+)\.[^.]+\.tmp(\.old)?$")
+    folder = out.resolve().parent
+    for entry in os.scandir(folder):
+        found = pattern.match(entry.name)
+        if found and entry.is_dir(follow_symlinks=False) and not _alive(int(found.group(1))):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
 def write_folder(out, force: bool, fill: Callable[[Path], None]) -> Path:
-    """Write folder `out` atomically: fill(tmp) writes into a temporary folder beside it, which is
-    renamed to `out` when complete; an existing `out` is refused unless force (then replaced only
-    once the new one is written). If fill raises, nothing is left behind."""
+    """Write folder `out` atomically: fill(tmp) writes into a temporary folder beside it, named with
+    this process' id, which is renamed to `out` when complete; an existing `out` is refused unless
+    force (then replaced only once the new one is written). If fill raises, nothing is left behind;
+    what a killed export left is removed by the next one into the same `out`."""
     out = new_out(out, force)
-    tmp = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.", suffix=".tmp"))
+    remove_leftovers(out)
+    tmp = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.{os.getpid()}.", suffix=".tmp"))
     try:
         fill(tmp)
+        write_manifest(tmp)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
+        new_out(out, force)  # again: a file added to the old folder since the start is not deleted either
         if out.exists():  # --force: the old folder goes only now that the new one is complete
             old = tmp.with_name(tmp.name + ".old")
             os.replace(out, old)

@@ -115,6 +115,25 @@ def check_output(output, inputs, force: bool = False, flag: str = "--out") -> No
         raise PluginError(f"{flag} {output} already exists: pass --force to replace it, or choose another {flag}")
 
 
+def check_writable(path, flag: str = "--out", create_folders: bool = False) -> None:
+    """Refuse, before any work, a file path that cannot be written: a folder; a path through a file;
+    a folder that does not exist (unless the command creates it, create_folders); a folder this user
+    cannot write. Written at the end, such a path failed only after all the work was done."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise PluginError(f"{flag} {path} is a folder: give a file path to write")
+    folder = os.path.dirname(os.path.abspath(path))
+    existing = folder
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise PluginError(f"{flag} {path} cannot be written: {existing} is a file, not a folder; choose another path")
+    if existing != folder and not create_folders:
+        raise PluginError(f"the folder of {path} does not exist: create it first, or choose another {flag}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PluginError(f"{flag} {path} cannot be written: this user may not write into {existing}")
+
+
 def check_output_or_exit(output, inputs, force: bool = False, flag: str = "--out") -> None:
     """check_output for a script's main(): its refusal as one `error:` line on stderr and exit
     status 1 (SystemExit), the way every script reports bad input."""

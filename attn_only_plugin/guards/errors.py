@@ -37,7 +37,7 @@ _FAIRSEQ_INPUT_ERRORS = {
     "--testpref, or choose an existing split with --valid-subset / --gen-subset",
     "Optimizer does not match; ": "the checkpoint's Adam moments are another optimizer's (the recipes use "
     "paper_adam): resume with its --optimizer, or keep the weights "
-    "and start new moments with --reset-optimizer",
+    "and start new moments in a new, empty --save-dir with --restore-file (the checkpoint) --reset-optimizer",
 }
 
 
@@ -117,10 +117,12 @@ def install_excepthook():
     """Show errors that end a run as one line (sys.excepthook). In fairseq-hydra-train, hydra catches
     every exception of the run and prints it with a traceback (run_and_report) unless
     HYDRA_FULL_ERROR=1, which makes it re-raise: we set that (when the user has not set it) so that
-    the exception reaches this hook too. Idempotent."""
+    the exception reaches this hook too. Idempotent; it replaces the same hook loaded standalone
+    (scripts/_standalone.py, installed by a script before its slow imports), whose PluginError is
+    another class than this module's."""
     from .wrap import record
 
-    if getattr(sys.excepthook, "__name__", "") != "_excepthook":
+    if sys.excepthook is not _excepthook:
         sys.excepthook = _excepthook
     record("sys.excepthook")
     if "fairseq_cli.hydra_train" in sys.modules:

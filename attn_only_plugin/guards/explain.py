@@ -9,6 +9,7 @@ module, never the other way round.
 """
 
 import errno
+import os
 import re
 
 NO_GPU = (
@@ -39,6 +40,13 @@ _MESSAGES = [
             "training), or lower --distributed-world-size"
         ),
     ),
+    (  # C++ writers (torch.save's zip writer, CTranslate2) report a failed write in their own words
+        r"No space left on device|File too large|PytorchStreamWriter failed writing file|file write failed",
+        lambda m: (
+            f"writing a file failed ({m[0]}): the disk is full or a file-size limit (ulimit -f) was reached; free "
+            "space, raise the limit, or write elsewhere; what was being written was not kept"
+        ),
+    ),
     (
         r"The dataset is empty\. This could indicate that all elements in the dataset have been skipped",
         lambda m: (
@@ -52,6 +60,8 @@ _MESSAGES = [
 # errno -> what to do about a path the system refused
 OS_FIXES = {
     errno.ENOSPC: "the disk is full: free space or write elsewhere",
+    errno.EFBIG: "the file is larger than this process may write (a file-size limit, see ulimit -f) or the file "
+    "system allows: raise the limit, or write elsewhere",
     errno.EDQUOT: "the disk quota is used up: free space or write elsewhere",
     errno.EROFS: "the file system is read-only: write elsewhere",
     errno.EACCES: "no permission: write elsewhere or change the folder's permissions",
@@ -75,12 +85,18 @@ def find_in_chain(exc, matches):
     return None
 
 
+# errnos that say what happened whatever the path: a write that fails on a full disk or past a size
+# limit names no file (a write to an open file), and still needs no more to be acted on
+_ANY_PATH = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
 def _os_error(exc):
-    """'<path>: <strerror>: <fix>' for an OSError that names its path and an errno we know."""
+    """'<path>: <strerror>: <fix>' for an OSError that names its path and an errno we know (or
+    'writing failed: <strerror>: <fix>' for a full disk, a size limit, a read-only file system)."""
     fix = OS_FIXES.get(exc.errno)
-    if fix is None or not exc.filename:
+    if fix is None or not (exc.filename or exc.errno in _ANY_PATH):
         return None
-    return f"{exc.filename}: {exc.strerror}: {fix}"
+    return f"{exc.filename or 'writing failed'}: {exc.strerror or os.strerror(exc.errno)}: {fix}"
 
 
 def _config_error(exc):
@@ -114,9 +130,11 @@ def explain(exc):
     )
     if found is not None:
         return _config_error(found)
+    found = find_in_chain(exc, lambda e: isinstance(e, OSError) and _os_error(e) is not None)
+    if found is not None:  # the system's own reading first: it names the path and the errno
+        return _os_error(found)
     for pattern, say in _MESSAGES:
         found = find_in_chain(exc, lambda e, pattern=pattern: re.search(pattern, str(e)) is not None)
         if found is not None:
             return say(re.search(pattern, str(found)))
-    found = find_in_chain(exc, lambda e: isinstance(e, OSError) and _os_error(e) is not None)
-    return _os_error(found) if found is not None else None
+    return None

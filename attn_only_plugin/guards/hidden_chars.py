@@ -6,8 +6,9 @@ A sentence holding one looks right on screen and is segmented into pieces that n
 sentence had. The zero-width non-joiner and joiner (U+200C, U+200D) and the direction marks
 (U+200E, U+200F) are invisible too but are left alone: Persian, Indic scripts, emoji sequences
 and bidirectional text need them. Used by fairseq-interactive's input check (input_checks.py),
-the Python API (hub.py) and scripts/spm_prepare.py; imports nothing, so a script can load this
-file alone.
+the Python API (hub.py), scripts/spm_prepare.py and the parsing scorers (parse_eval.py,
+pcfg_baseline.py: a sentence whose words differ from its gold tree's is one EVALB cannot score);
+imports nothing, so a script can load this file alone.
 """
 
 import unicodedata
@@ -29,6 +30,21 @@ REMOVE = r"LC_ALL=C sed -i 's/\x00\|\xef\xbb\xbf\|\xe2\x80\x8b\|\xe2\x81\xa0\|\x
 def strip_bom(text: str, first_line: bool) -> str:
     """Line text without the byte order mark that starts a file (only on its first line)."""
     return text.removeprefix(BOM) if first_line else text
+
+
+def hidden_in_lines(lines, path) -> str:
+    """'' when no line of path (its lines, the first without a starting byte order mark) holds a
+    hidden character; else one message naming the first: file, line, column, character, the fix."""
+    for number, line in enumerate(lines, 1):
+        found = find_hidden(line)
+        if found:
+            column, name = found
+            return (
+                f"{path} line {number} holds an invisible character, {name} at column {column}, which would "
+                f"make that sentence's words differ from its gold tree's: remove it first, e.g. "
+                + REMOVE.replace("FILE", str(path))
+            )
+    return ""
 
 
 def find_hidden(text: str):

@@ -65,7 +65,9 @@ def refused_error(path, exc: BaseException):
     text = str(exc)
     if not isinstance(exc, pickle.UnpicklingError) or "Weights only load failed" not in text:
         return None
-    found = re.search(r"GLOBAL ([\w.]+)", text)
+    # a refused global, or a refused class of an allowed one (numpy's object dtype: an array of
+    # arbitrary Python objects, each unpickled in turn)
+    found = re.search(r"GLOBAL ([\w.]+)", text) or re.search(r"Can only build .* but got <class '([\w.]+)'>", text)
     if not found:  # not a refused class but a broken pickle (e.g. "Unsupported operand"): unreadable
         return None
     what = found.group(1)

@@ -24,10 +24,15 @@ Installed into fairseq by fairseq_fixes.install() (fairseq-train and fairseq-hyd
    - a resume point without training state (no optimizer state or no data-iterator position: an
      average, a conversion, a run saved with --no-save-optimizer-state), whatever wrote it and
      under whatever name: fairseq would take its weights, start again at update 0 and overwrite
-     the run's checkpoints. Refused unless --reset-optimizer says so on purpose.
+     the run's checkpoints. Refused; --reset-optimizer says it is meant (in a save dir of its own, 3).
+3. A training that starts over, at update 0 (--reset-optimizer, --finetune-from-model) or at epoch 1
+   (--reset-dataloader), in a save dir that holds checkpoints: its own checkpoints (checkpoint_last.pt,
+   checkpoint_best.pt, the interval ones of the same names) would overwrite the run's there. Refused,
+   naming a new save dir as the way to start over and how to resume the run in place instead.
    Every other command keeps fairseq's meaning: checkpoint_last.pt resumes when it is there, an
    existing --restore-file is loaded, --finetune-from-model and --continue-once start from their
-   model when checkpoint_last.pt is missing, the --reset-* flags apply to the checkpoint loaded, and
+   model when checkpoint_last.pt is missing (the first in a save dir without checkpoints), the
+   --reset-* flags apply to the checkpoint loaded (those of 3 in a save dir without checkpoints), and
    --no-save (nothing written) or an empty save dir starts from update 1 as before.
 """
 
@@ -41,6 +46,9 @@ from .errors import PluginError
 LOCK_NAME = ".train.lock"
 DEFAULT_RESTORE = "checkpoint_last.pt"  # fairseq's default --restore-file, read from --save-dir
 CHECKPOINT_NAME = re.compile(r"^checkpoint.*\.pt$")
+# the names fairseq-train resumes from or replaces as it trains (the last, the best, the best-k by
+# metric, the epoch and interval checkpoints; with a sharding suffix such as -shard0 or -model_part-1)
+TRAINING_NAME = re.compile(r"^checkpoint(_last|_best|\.best_.+|\d+|_\d+_\d+)(-[\w-]+)?\.pt$")
 
 _held = {}  # real path of a locked save dir -> the descriptor holding its lock
 
@@ -137,6 +145,20 @@ def locked_verify(verify):
     return wrapper
 
 
+def check_not_a_training_name(path, flag: str) -> None:
+    """Refuse, in one line, to write a checkpoint that no training wrote (an average, a conversion)
+    under a name fairseq-train resumes from or replaces (TRAINING_NAME): in a save dir it would be
+    taken for the run's own, or overwritten by it (3)."""
+    name = os.path.basename(os.fspath(path))
+    if TRAINING_NAME.match(name):
+        other = os.path.join(os.path.dirname(os.fspath(path)), "checkpoint_avg.pt")
+        raise PluginError(
+            f"{flag} {path}: {name} is a name fairseq-train resumes from or replaces as it trains, so in a "
+            f"save dir this file would be taken for the run's own checkpoint or overwritten by it; give "
+            f"another name, e.g. {other}"
+        )
+
+
 def check_restore_file(path: str, save_dir: str) -> None:
     """Raise a PluginError unless PATH (local), given explicitly as --restore-file, is a file (2)."""
     if os.path.isfile(path):
@@ -195,9 +217,32 @@ def check_training_state(path: str, save_dir: str) -> None:
     raise PluginError(
         f"{path} holds no training state (no optimizer state or data position: an average, a "
         f"conversion, or a run saved with --no-save-optimizer-state), so it is no resume point: "
-        f"training would start again at update 0 and overwrite the checkpoints in {save_dir}; move it "
-        f"out of {save_dir} and start a new --save-dir with --finetune-from-model, or pass "
-        f"--reset-optimizer to continue from its weights on purpose"
+        f"training would start again at update 0 and overwrite the checkpoints in {save_dir}; to train "
+        f"from its weights, give a new, empty --save-dir with --finetune-from-model {path} (or "
+        f"--restore-file {path} --reset-optimizer); to resume the run, move {path} out of {save_dir}"
+    )
+
+
+def check_restart(cfg, path: str, how: str) -> None:
+    """Raise a PluginError if a training that starts over from PATH (how: the flag that makes it)
+    would write into a save dir holding checkpoints, whose names its own checkpoints reuse (3)."""
+    if cfg.no_save or not _local(cfg.save_dir):
+        return
+    found = saved_checkpoints(cfg.save_dir)
+    if not found:
+        return
+    names = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    start = "at epoch 1" if how == "--reset-dataloader" else "at update 0"
+    if how == "--finetune-from-model":
+        new = f"--finetune-from-model {path}"
+        resume = ""
+    else:
+        new = f"--restore-file {path} {how}"
+        restore = "" if cfg.restore_file == DEFAULT_RESTORE else " and --restore-file"
+        resume = f"; to resume the run in {cfg.save_dir} instead, leave out {how}{restore}"
+    raise PluginError(
+        f"{how} starts training again {start} from {path}, and its checkpoints would overwrite those in "
+        f"{cfg.save_dir} ({names}): give it a new, empty --save-dir ({new}){resume}"
     )
 
 
@@ -205,6 +250,9 @@ def check_restore(cfg, suffix: str) -> None:
     """Check, before fairseq's load_checkpoint(cfg) reads it, what it would restore (2); cfg is the
     CheckpointConfig and suffix the trainer's checkpoint suffix, as fairseq uses them."""
     if cfg.finetune_from_model is not None:  # fairseq's own rules (and errors) for --finetune-from-model
+        last = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
+        if _local(cfg.save_dir) and not os.path.exists(last) and os.path.isfile(cfg.finetune_from_model):
+            check_restart(cfg, cfg.finetune_from_model, "--finetune-from-model")  # a first launch: update 0
         return
     if cfg.restore_file != DEFAULT_RESTORE:
         path = cfg.restore_file.replace(".pt", suffix + ".pt") if suffix else cfg.restore_file
@@ -215,7 +263,12 @@ def check_restore(cfg, suffix: str) -> None:
             return
         path = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
         check_save_dir_without_last(cfg.save_dir, os.path.basename(path))
-    if os.path.isfile(path) and not cfg.reset_optimizer:
+    if not os.path.isfile(path):
+        return
+    for flag, how in (("reset_optimizer", "--reset-optimizer"), ("reset_dataloader", "--reset-dataloader")):
+        if getattr(cfg, flag, False):
+            check_restart(cfg, path, how)
+    if not cfg.reset_optimizer:
         check_training_state(path, cfg.save_dir)
 
 

@@ -23,6 +23,11 @@ SHARING = ChoiceEnum(["all", "decoder", "none"])
 logger = logging.getLogger(__name__)
 # parameters with one row per dictionary entry: a size mismatch there means other dictionaries
 _VOCAB_TABLES = ("encoder.embed.tokens.weight", "decoder.embed.tokens.weight", "decoder.output_weight")
+# what to do about a checkpoint whose tensors do not fit the model built for it, for each way in
+_NOT_FITTING = (
+    "fairseq-train: use its own --arch and size flags, or a new --save-dir; fairseq-generate, -interactive, "
+    "-validate and the API: give a checkpoint of this model, or drop --model-overrides that change its shapes"
+)
 
 
 @dataclass
@@ -300,8 +305,7 @@ class AttnOnlyTransformer(FairseqEncoderDecoderModel):
                     )
                 raise PluginError(
                     f"checkpoint does not fit this model: {name} is {tuple(value.shape)} in the "
-                    f"checkpoint but {tuple(own[name].shape)} here; use the architecture and size flags "
-                    "the checkpoint was trained with, or a new --save-dir"
+                    f"checkpoint but {tuple(own[name].shape)} here; {_NOT_FITTING}"
                 )
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -310,7 +314,7 @@ class AttnOnlyTransformer(FairseqEncoderDecoderModel):
                 "checkpoint does not fit this model: "
                 + (f"missing {missing[0]} (+{len(missing) - 1} more) " if missing else "")
                 + (f"unexpected {unexpected[0]} (+{len(unexpected) - 1} more) " if unexpected else "")
-                + "- was it written by another architecture? Use its own --arch, or a new --save-dir"
+                + f"- was it written by another architecture? {_NOT_FITTING}"
             )
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 

@@ -238,6 +238,20 @@ def evaluate_lines(gold_lines: Sequence[str], test_lines: Sequence[str], params:
     return result
 
 
+def unscored(result: EvalbResult, split: str, data) -> str:
+    """'' when every sentence counts in the totals; else one message for the first that does not (an
+    error or skipped sentence, which evalb.c leaves out of F1 while the sentence count says all), for
+    a scorer that refuses rather than report F1 over fewer sentences than it names."""
+    for row in result.sentences:
+        if row.status != 0:
+            why = "; ".join(row.errors) or "the parse has no words"
+            return (
+                f"EVALB cannot score sentence {row.line} of {split} ({why}), so F1 would leave it out: line "
+                f"{row.line} of {data}/{split}.words, .tags and .gold disagree; rerun scripts/prepare_ptb.py"
+            )
+    return ""
+
+
 def evaluate_trees(gold_trees, test_trees, params: Params = COLLINS) -> EvalbResult:
     """``evaluate_lines`` on ``ptb.Tree`` objects (``str`` gives one bracketed line)."""
     return evaluate_lines([str(t) for t in gold_trees], [str(t) for t in test_trees], params)

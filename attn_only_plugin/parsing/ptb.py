@@ -125,7 +125,13 @@ def read_trees(path) -> List[Tree]:
             f"{path}: line {line}: not UTF-8 text (byte 0x{e.object[e.start]:02x}): convert the "
             "file to UTF-8 first, e.g. iconv -f latin1 -t utf-8"
         ) from None
-    return [
+    trees = [
         parse_tree(piece, f"{path}: tree {n} (line {line})")
         for n, (piece, line) in enumerate(_split_trees(text, path), 1)
     ]
+    if not trees:  # a treebank file contributes its trees or is refused, never nothing without a word
+        raise ValueError(
+            f"{path}: holds no trees ({'empty' if not text else 'whitespace only'}): a treebank file is "
+            "never empty, so it was cut short in copying; copy it again, or move it out of the treebank folder"
+        )
+    return trees

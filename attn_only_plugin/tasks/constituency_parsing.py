@@ -56,6 +56,36 @@ def drop_words(
     return dropped.to(src_tokens.device)
 
 
+def check_constrain_trees(args) -> None:
+    """Refuse, in one line, generation options that --constrain-trees cannot go with: --score-reference
+    (no search to constrain) and --no-repeat-ngram-size (it bans the repeated slots and brackets that
+    trees are made of, leaving a hypothesis no token at all)."""
+    if getattr(args, "score_reference", False):
+        raise PluginError(
+            "--constrain-trees constrains beam search, and --score-reference does no search (it scores the "
+            "reference as given): drop --constrain-trees to score references"
+        )
+    ngram = getattr(args, "no_repeat_ngram_size", 0) or 0
+    if ngram > 0:
+        raise PluginError(
+            f"--no-repeat-ngram-size {ngram} would ban the repeated word slots and closing brackets that trees "
+            "are made of (XX XX, )NP )S), and --constrain-trees allows nothing else: drop --no-repeat-ngram-size"
+        )
+
+
+def check_tree_fits(tree: TreeConstraints, sentence_ids: List[int], max_len_a: float, max_len_b: int) -> None:
+    """Refuse a length cap below the smallest tree of the batch's longest sentence: one bracket around
+    its words, n + 2 tokens (beam search would be left with no token to choose)."""
+    longest = int(tree.n_words.argmax())
+    n = int(tree.n_words[longest])
+    if n + 2 > tree.max_len:
+        raise PluginError(
+            f"--constrain-trees: sentence {sentence_ids[longest]} has {n} words, and its smallest tree (one "
+            f"bracket around them) takes {n + 2} tokens, more than the length cap of {tree.max_len} (--max-len-a "
+            f"{max_len_a:g} x words + --max-len-b {max_len_b}, at most the positions): raise --max-len-b"
+        )
+
+
 @dataclass
 class ParsingConfig(PaperTranslationConfig):
     constrain_trees: bool = field(
@@ -105,6 +135,8 @@ class ConstituencyParsingTask(PaperTranslationTask):
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        if self.cfg.constrain_trees:
+            check_constrain_trees(args)
         generator = super().build_generator(
             models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs
         )
@@ -131,4 +163,5 @@ class ConstituencyParsingTask(PaperTranslationTask):
             # source's pieces (for a source of words, src_lengths counts the same); never above its own
             words = tree.n_words.max().item() + 1
             tree.max_len = min(cap, int(generator.max_len_a * words + generator.max_len_b))
+            check_tree_fits(tree, ids, generator.max_len_a, generator.max_len_b)
         return super().inference_step(generator, models, sample, prefix_tokens, constraints)

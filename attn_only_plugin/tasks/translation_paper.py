@@ -9,16 +9,23 @@ lp(Y) = ((5 + |Y|) / 6)^alpha and rank finished hypotheses by log P(Y|X) / lp(Y)
 fairseq's. |Y| counts the end-of-sentence token in both (as tensor2tensor's beam search does).
 `--beam-stop paper` gives tensor2tensor's beam search stopping rule, `--beam-patience p` fairseq's
 rule with a patience factor (both in tasks/paper_search.py).
+
+Every option that changes how hypotheses are ranked applies, or the generator is refused in one
+line (check_ranking_options): the GNMT penalty ranks beam search, sampling, --print-alignment's
+generator alike; --unnormalized (no length normalisation at all) and --score-reference (the
+reference scored by its mean log-probability per token) would drop --lenpen or the GNMT penalty
+without a word, so with either of them a length penalty is refused.
 """
 
 import math
 from dataclasses import dataclass, field
 
 from fairseq.dataclass import ChoiceEnum
-from fairseq.sequence_generator import SequenceGenerator
+from fairseq.sequence_generator import SequenceGenerator, SequenceGeneratorWithAlignment
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from ..guards.errors import PluginError
 from .paper_search import BEAM_STOPS, stopping_rule
 
 LENPEN_STYLES = ChoiceEnum(["fairseq", "gnmt"])
@@ -47,6 +54,36 @@ class GNMTSequenceGenerator(SequenceGenerator):
             return super().finalize_hypos(step, *args, **kwargs)
         finally:
             self.len_penalty = alpha
+
+
+class GNMTSequenceGeneratorWithAlignment(GNMTSequenceGenerator, SequenceGeneratorWithAlignment):
+    """fairseq's beam search with --print-alignment, hypotheses normalised by the GNMT length
+    penalty (the alignments are computed on the hypotheses found, whatever ranked them)."""
+
+
+def check_ranking_options(cfg, args, seq_gen_cls=None) -> None:
+    """Refuse, in one line, a generation set-up in which --lenpen or --lenpen-style would be dropped
+    without a word: each option that ranks hypotheses applies, or the command stops here."""
+    gnmt = str(cfg.lenpen_style) == "gnmt"
+    lenpen = getattr(args, "lenpen", 1)
+    penalty = "--lenpen-style gnmt" if gnmt else f"--lenpen {lenpen:g}"
+    if not gnmt and lenpen == 1:
+        return  # fairseq's default: scores divided by |Y|, as the two options below do too
+    if getattr(args, "score_reference", False):
+        raise PluginError(
+            f"{penalty} has no effect with --score-reference, which scores the reference by its mean "
+            "log-probability per token (no length penalty): drop --lenpen and --lenpen-style to score references"
+        )
+    if getattr(args, "unnormalized", False):
+        raise PluginError(
+            f"{penalty} has no effect with --unnormalized, which ranks hypotheses by their summed "
+            "log-probability alone: drop one of them"
+        )
+    if gnmt and seq_gen_cls is not None and not issubclass(seq_gen_cls, GNMTSequenceGenerator):
+        raise PluginError(
+            f"--lenpen-style gnmt cannot rank hypotheses of the generator {seq_gen_cls.__name__} this caller "
+            "asks for: drop --lenpen-style gnmt, or build the generator without seq_gen_cls"
+        )
 
 
 @dataclass
@@ -81,16 +118,15 @@ class PaperTranslationTask(TranslationTask):
     """TranslationTask whose generator can apply the paper's (GNMT) length penalty."""
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        check_ranking_options(self.cfg, args, seq_gen_cls)  # the caller's own generator class, if any
         seq_gen_cls, extra_gen_cls_kwargs = stopping_rule(
             self.cfg, args, seq_gen_cls, extra_gen_cls_kwargs, gnmt_length_penalty
         )
-        if (
-            str(self.cfg.lenpen_style) == "gnmt"
-            and seq_gen_cls is None
-            and not getattr(args, "sampling", False)
-            and not getattr(args, "print_alignment", False)
-        ):
+        if str(self.cfg.lenpen_style) == "gnmt" and seq_gen_cls is None:
             seq_gen_cls = GNMTSequenceGenerator
+            if getattr(args, "print_alignment", False):  # fairseq's alignment generator, GNMT-ranked
+                seq_gen_cls = GNMTSequenceGeneratorWithAlignment
+                extra_gen_cls_kwargs = dict(extra_gen_cls_kwargs or {}, print_alignment=args.print_alignment)
         return super().build_generator(
             models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs
         )

@@ -151,3 +151,45 @@ def test_attention_variants_refuses_an_unknown_variant():
     proc = bash("attention_variants.sh", {"VARIANTS": "full window5"})
     assert proc.returncode == 1 and proc.stderr.strip().startswith("error: unknown variant window5: choose from")
     assert "relative8_only" in proc.stderr and not proc.stdout
+
+
+# recipe, the variable set wrong, what the one line says; every data variable points at a missing folder, so
+# that a recipe that went on would stop on it with another message
+BAD_VARIABLES = [
+    ("wsj_parsing.sh", "UPDATES", "0", "a whole number >= 1"),  # fairseq's --max-update 0: no limit
+    ("wsj_parsing.sh", "SAVE_EVERY", "-5", "a whole number >= 1"),
+    ("wsj_parsing.sh", "BEAM", "abc", "a whole number >= 1"),
+    ("wsj_parsing.sh", "BEAM", "0", "a whole number >= 1"),
+    ("wsj_parsing.sh", "MAX_LEN_A", "-1", "a number >= 0"),
+    ("wsj_parsing.sh", "MAX_LEN_B", "1.5", "a whole number >= 0"),
+    ("wsj_parsing.sh", "SEED", "x", "a whole number >= 0"),
+    ("wsj_parsing.sh", "SMALL", "yes", "0 or 1"),  # anything but 1 silently meant the full-size model
+    ("wsj_parsing.sh", "RELPOS", "0", "a whole number >= 1"),
+    ("wsj_parsing.sh", "SUBWORDS", "8k", "a whole number >= 1"),
+    ("quickstart.sh", "UPDATES", "0", "a whole number >= 1"),
+    ("quickstart.sh", "VOCAB", "4k", "a whole number >= 1"),
+    ("attention_variants.sh", "SEEDS", "1 two", "whole numbers >= 0 separated by spaces"),
+    ("attention_variants.sh", "UPDATES", "010", "a whole number >= 1"),  # bash would read it as octal 8
+    ("quality.sh", "RECIPES", "alike mine", "one or more of alike, own"),
+    ("quality.sh", "TEST", "0", "a whole number >= 1"),
+    ("table3.sh", "GPUS", "eight", "a whole number >= 0"),
+    ("wmt14_en_de_base.sh", "MAX_TOKENS", "0", "a whole number >= 1"),
+    ("wmt14_en_fr_big.sh", "GPUS", "-1", "a whole number >= 0"),
+]
+
+
+@pytest.mark.parametrize(
+    "script, name, value, want", BAD_VARIABLES, ids=[f"{s[:-3]}-{n}={v}" for s, n, v, _ in BAD_VARIABLES]
+)
+def test_recipes_check_their_variables_before_any_work(tmp_path, script, name, value, want):
+    """Every recipe variable is checked before anything is installed, prepared or trained: one line
+    naming the variable and what to give, exit status 1, no WORK folder."""
+    missing = str(tmp_path / "missing")
+    data = {"WSJ": missing, "CORPUS": missing, "WMT14_EN_DE": missing, "WMT14_EN_FR": missing}
+    proc = bash(
+        script, {**data, "WORK": str(tmp_path / "work"), name: value}, *(["B1"] if script == "table3.sh" else [])
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.startswith(f"error: {name}={value}: give {want}"), proc.stderr[-2000:]
+    assert len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout
+    assert not (tmp_path / "work").exists()

@@ -372,6 +372,7 @@ def test_the_folder_holds_safetensors_no_pickle(tmp_path, data):
         "target.spm",
         "vocab.json",
         "tokenizer_config.json",
+        ".export-manifest.json",  # what --force may replace
     }
     from safetensors.torch import load_file
 
@@ -380,6 +381,58 @@ def test_the_folder_holds_safetensors_no_pickle(tmp_path, data):
     mask = os.umask(0)
     os.umask(mask)
     assert {p.stat().st_mode & 0o777 for p in (tmp_path / "hf").iterdir()} == {0o666 & ~mask}  # as open() makes them
+
+
+def test_force_replaces_only_what_the_export_wrote(tmp_path, data):
+    """--force replaced a folder it judged "an earlier export" by two file names, the user's other files
+    in it included (a notes.txt was lost). Now a folder is replaced only when the list the export wrote
+    into it names every file there: one with a file added, or without the list, is refused in one line
+    before the checkpoint is read, every file left as it was. An export made before the list existed is
+    judged by the names an export writes."""
+    from helpers import snapshot
+
+    bin_dir, spm_model = data
+    ckpt, out = random_checkpoint(tmp_path, bin_dir), tmp_path / "hf"
+    export(ckpt, bin_dir, spm_model, out)
+    (out / "notes.txt").write_text("mine")
+    before = snapshot(out)
+    problem = (
+        f"^--out {re.escape(str(out))} holds files the export did not write \\(notes.txt\\), which --force would delete"
+    )
+    with pytest.raises(PluginError, match=problem):
+        export(ckpt, bin_dir, spm_model, out, "--force")
+    assert snapshot(out) == before and leftovers(tmp_path) == []
+    (out / ".export-manifest.json").unlink()  # an export made before the list existed: its names decide
+    with pytest.raises(PluginError, match=problem):
+        export(ckpt, bin_dir, spm_model, out, "--force")
+    assert snapshot(out) == {k: v for k, v in before.items() if k != ".export-manifest.json"}
+    (out / "notes.txt").unlink()
+    export(ckpt, bin_dir, spm_model, out, "--force")  # the old export alone: replaced, now with its list
+    assert (out / ".export-manifest.json").is_file() and leftovers(tmp_path) == []
+    again = tmp_path / "again"
+    export(ckpt, bin_dir, spm_model, again)
+    export(random_checkpoint(tmp_path, bin_dir, d_ff=48), bin_dir, spm_model, again, "--force")  # an export's own
+    assert load_folder(again)[1].config.encoder_ffn_dim == 48 and leftovers(tmp_path) == []
+
+
+def test_what_a_killed_export_left_is_removed_by_the_next(tmp_path, data):
+    """kill -9 during an export left its hidden temporary folder beside --out, and no rerun removed it.
+    The next export into the same --out removes those of processes that no longer run (never a running
+    export's, nor anything else beside it)."""
+    import subprocess
+    import sys
+
+    bin_dir, spm_model = data
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)  # a process that has ended
+    left = [tmp_path / f".hf.{pid}.k9x2ab.tmp", tmp_path / f".hf.{pid}.k9x2ab.tmp.old"]
+    running = tmp_path / f".hf.{os.getpid()}.live01.tmp"  # this process: still running
+    for folder in [*left, running, tmp_path / ".other.tmp"]:
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"half")
+    export(random_checkpoint(tmp_path, bin_dir), bin_dir, spm_model, tmp_path / "hf")
+    assert not any(p.exists() for p in left) and running.is_dir() and (tmp_path / ".other.tmp").is_dir()
+    assert load_folder(tmp_path / "hf")[1] is not None
 
 
 def test_out_is_refused_when_it_exists_replaced_with_force_and_never_half_written(tmp_path, data, monkeypatch):

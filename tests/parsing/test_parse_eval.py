@@ -163,3 +163,18 @@ def test_existing_out_is_replaced_only_with_force(parse_eval, data, tmp_path):
     assert out.read_text() == "mine\n"
     parse_eval.main([*args, "--force"])
     assert len(out.read_text().splitlines()) == 2 and out.read_text() != "mine\n"
+
+
+def test_hidden_characters_in_the_words_are_stripped_or_refused(parse_eval, data, tmp_path):
+    """A byte order mark starting test.words is an encoding mark (stripped: both sentences scored); a NUL
+    inside made EVALB drop the sentence from F1 without a word: refused in one line."""
+    log = generate_log(tmp_path / "gen.log", ["The cat sat .", "It rained"])
+    words = data / "test.words"
+    words.write_text("\ufeff" + words.read_text())
+    report = parse_eval.evaluate(log, data, "test")
+    assert report.startswith("EVALB (COLLINS.prm) on test, 2 sentences (2 valid): F1 100.00")
+    words.write_text(words.read_text().lstrip("\ufeff").replace("It", "It\x00"))
+    refused(
+        lambda: parse_eval.evaluate(log, data, "test"),
+        re.escape(f"error: {words} line 2 holds an invisible character, U+0000 NULL at column 3") + ".*",
+    )

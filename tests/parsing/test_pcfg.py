@@ -343,3 +343,39 @@ def test_script_refusals_are_one_line(script, data, tmp_path, monkeypatch):
         re.escape(f"error: {data / 'bad.gold'}: phrase label 'N@P' is empty or holds") + ".*",
     )
     assert sorted(os.listdir(tmp_path)) == ["earlier.pcfg", "link.pcfg", "text"]
+
+
+@pytest.mark.parametrize("where", ["start", "inside"])
+@pytest.mark.parametrize("char", ["\ufeff", "\x00"])
+def test_hidden_characters_in_the_words_score_every_sentence_or_are_refused(script, data, tmp_path, char, where):
+    """A byte order mark or NUL in test.words made EVALB drop that sentence: F1 over fewer sentences
+    than the report names, exit 0. A byte order mark that starts the file is an encoding mark: stripped,
+    every sentence scored as without it; any other is refused in one line naming file, line and column."""
+    clean = script.baseline(data, "test", log=io.StringIO())
+    words = (data / "test.words").read_text().splitlines()
+    if where == "start":
+        words[0] = char + words[0]
+    else:
+        words[1] = words[1].replace(" ", " " + char, 1)
+    (data / "test.words").write_text("\n".join(words) + "\n")
+    if char == "\ufeff" and where == "start":
+        assert script.baseline(data, "test", log=io.StringIO()) == clean  # 2 sentences (2 valid), the same F1
+        return
+    line, column = (1, 1) if where == "start" else (2, len(words[1].split(char)[0]) + 1)
+    name = "U+FEFF ZERO WIDTH NO-BREAK SPACE" if char == "\ufeff" else "U+0000 NULL"
+    refused(
+        lambda: script.baseline(data, "test", log=io.StringIO()),
+        re.escape(f"error: {data / 'test.words'} line {line} holds an invisible character, {name} at column {column}")
+        + ".*remove it first.*",
+    )
+
+
+def test_a_sentence_evalb_cannot_score_is_refused(script, data):
+    """Whatever makes a parse's words differ from its gold tree's, F1 is never reported without it."""
+    gold = (data / "test.gold").read_text().replace("gnus", "gnu")  # the words and gold disagree on line 2
+    (data / "test.gold").write_text(gold)
+    refused(
+        lambda: script.baseline(data, "test", log=io.StringIO()),
+        re.escape("error: EVALB cannot score sentence 2 of test (")
+        + ".*so F1 would leave it out: line 2 of .*test.words, .tags and .gold disagree; rerun scripts/prepare_ptb.py",
+    )

@@ -94,6 +94,34 @@ def test_prepare_errors_are_one_line(tmp_path, ptb_files):
     assert last.startswith("error:") and "unbalanced" in last and not (tmp_path / "b").exists()
 
 
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_an_empty_treebank_file_is_refused(tmp_path, ptb_files, content):
+    """An empty .mrg (cut short in copying) contributed no trees to its split, without a word."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    for source in sorted(ptb_files)[:3]:
+        (bank / source.name).write_bytes(source.read_bytes())
+    empty = bank / sorted(ptb_files)[1].name
+    empty.write_text(content)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "prepare_ptb.py"),
+            "--treebank",
+            str(bank),
+            "--out",
+            str(tmp_path / "b"),
+        ]
+        + ["--split", "train=1-1", "valid=2-2", "test=3-3"],
+        capture_output=True,
+        text=True,
+    )
+    last = proc.stderr.strip().splitlines()[-1]  # after fairseq's import-time INFO line
+    kind = "empty" if not content else "whitespace only"
+    assert proc.returncode == 1 and last.startswith(f"error: {empty}: holds no trees ({kind}): a treebank"), last
+    assert not (tmp_path / "b").exists()
+
+
 def test_out_follows_the_shared_rule(tmp_path):
     """An existing --out is written into only with --force; an --out that is, holds or lies
     inside --treebank is refused, --force or not, before anything is written."""
@@ -250,12 +278,21 @@ def test_split_ranges_that_overlap_or_repeat_are_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "checkpoints, work, problem",
-    [("mean", "work", "CHECKPOINTS=mean: give 'average'"), ("ensemble", "a:b", "may not contain ':'")],
+    "checkpoints, work, problem, split",
+    [
+        ("mean", "work", "CHECKPOINTS=mean: give 'average'", None),
+        ("ensemble", "a:b", "contains ':', which fairseq-generate --path reads as a list", None),
+        ("average", "a:b", "contains ':', which fairseq-generate --path reads as a list", None),  # the average too
+        ("average", "work", "SPLIT=train=1-159 valid=160-169 names no test=: give", "train=1-159 valid=160-169"),
+    ],
 )
-def test_recipe_refuses_a_bad_checkpoints_setting_before_any_work(tmp_path, checkpoints, work, problem):
-    """CHECKPOINTS names how the last 5 checkpoints are decoded; anything else is one line, nothing written."""
+def test_recipe_refuses_a_bad_checkpoints_setting_before_any_work(tmp_path, checkpoints, work, problem, split):
+    """CHECKPOINTS names how the last 5 checkpoints are decoded, WORK holds them (fairseq-generate --path
+    splits on ':', whichever is decoded), SPLIT names the three splits (without test=, fairseq-preprocess
+    failed after the data steps and left a half-written data-bin): anything else is one line, nothing written."""
     env = dict(os.environ, WSJ=str(PTB_SAMPLE), SMALL="1", WORK=str(tmp_path / work), CHECKPOINTS=checkpoints)
+    env.pop("SPLIT", None)
+    env.update({"SPLIT": split} if split else {})
     proc = subprocess.run(["bash", str(ROOT / "examples" / "wsj_parsing.sh")], capture_output=True, text=True, env=env)
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1 and problem in proc.stderr, proc.stderr
     assert not (tmp_path / work).exists()

@@ -13,32 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import fake_checkpoint
+
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = str(ROOT / "attn_only_plugin")
 BIN = Path(sys.executable).parent
-
-
-def fake_checkpoint(path, scale, shape=(2, 3), extra=None):
-    """A fairseq-format checkpoint whose tensors hold known values; embed/out are one tensor (tied)."""
-    emb = torch.arange(float(shape[0] * shape[1])).reshape(shape) * scale
-    model = {
-        "embed.weight": emb,
-        "out.weight": emb,
-        "bias": torch.tensor([scale, -2.0 * scale], dtype=torch.float64),
-        "half": torch.tensor([scale], dtype=torch.float16),
-        "steps": torch.tensor([int(scale)]),
-    }
-    model.update(extra or {})
-    torch.save(
-        {
-            "model": model,
-            "cfg": {"model": {"_name": "attn_only_transformer"}, "tag": str(path)},
-            "optimizer_history": [{"num_updates": int(scale)}],
-            "extra_state": {"epoch": 1},
-            "last_optimizer_state": {"state": {0: {"exp_avg": torch.ones(3)}}},
-        },
-        path,
-    )
 
 
 def test_exact_mean_tied_weights_and_metadata(tmp_path, cli):
@@ -376,3 +355,86 @@ def test_real_averaged_checkpoint_loads_in_python(trained, cli):
     assert len(models) == 1 and cfg.model.d_model == 32
     epoch_last = torch.load(trained / "ckpt" / "checkpoint_last.pt", weights_only=True)["model"]
     assert set(models[0].state_dict()) == set(epoch_last)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "checkpoint_last.pt",
+        "checkpoint_best.pt",
+        "checkpoint3.pt",
+        "checkpoint_2_500.pt",
+        "checkpoint.best_loss_4.12.pt",
+    ],
+)
+def test_output_named_as_a_trainings_checkpoint_is_refused(tmp_path, cli, name):
+    """An average written as SAVE/checkpoint_last.pt was taken for the run's resume point (and the rerun
+    advised to --reset-optimizer, which restarted the run over its checkpoints); as checkpoint_best.pt or
+    an interval name, the training overwrote it. Refused by name, --force or not, nothing written."""
+    fake_checkpoint(tmp_path / "a.pt", 1.0)
+    fake_checkpoint(tmp_path / "b.pt", 2.0)
+    save = tmp_path / "save"
+    save.mkdir()
+    (save / name).write_text("the run's own")
+    proc = cli(
+        "average_checkpoints", "--inputs", tmp_path / "a.pt", tmp_path / "b.pt", "--output", save / name, "--force"
+    )
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (
+        f"error: --output {save / name}: {name} is a name fairseq-train resumes from or replaces as it trains, "
+        "so in a save dir this file would be taken for the run's own checkpoint or overwritten by it; give "
+        f"another name, e.g. {save / 'checkpoint_avg.pt'}"
+    ), proc.stderr
+    assert os.listdir(save) == [name] and (save / name).read_text() == "the run's own"
+    control = cli(
+        "average_checkpoints", "--inputs", tmp_path / "a.pt", tmp_path / "b.pt", "--output", save / "checkpoint_avg.pt"
+    )
+    assert control.returncode == 0, control.stderr
+
+
+def test_the_same_checkpoint_twice_or_another_architecture_is_refused(tmp_path, cli):
+    """A checkpoint named twice (here through a symlink) weighed double; checkpoints of the same shapes but
+    another architecture (pre-norm against post-norm: same tensors, another function) were averaged. Both
+    one line, nothing written."""
+    fake_checkpoint(tmp_path / "a.pt", 1.0)
+    fake_checkpoint(tmp_path / "b.pt", 2.0)
+    (tmp_path / "again.pt").symlink_to(tmp_path / "a.pt")
+    out = tmp_path / "avg.pt"
+    proc = cli(
+        "average_checkpoints", "--inputs", tmp_path / "a.pt", tmp_path / "b.pt", tmp_path / "again.pt", "--output", out
+    )
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (
+        f"error: --inputs gives {tmp_path / 'a.pt'} twice (as {tmp_path / 'a.pt'} and {tmp_path / 'again.pt'}): "
+        "the average would weigh it double; name each checkpoint once"
+    ), proc.stderr
+    state = torch.load(tmp_path / "b.pt", weights_only=True)
+    state["cfg"]["model"]["pre_norm"] = True  # the first has no pre_norm recorded: compared only where both say
+    torch.save(state, tmp_path / "b.pt")
+    state = torch.load(tmp_path / "a.pt", weights_only=True)
+    state["cfg"]["model"]["pre_norm"] = False
+    torch.save(state, tmp_path / "a.pt")
+    proc = cli("average_checkpoints", "--inputs", tmp_path / "a.pt", tmp_path / "b.pt", "--output", out)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (
+        f"error: {tmp_path / 'b.pt'} does not match {tmp_path / 'a.pt'}: it was trained with pre_norm=True, the "
+        "first with pre_norm=False (a different architecture, with weights of the same shapes); average "
+        "checkpoints of one run"
+    ), proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["folder", "through_a_file"])
+def test_an_output_that_cannot_be_written_is_refused_before_averaging(tmp_path, cli, where):
+    """An --output that is a folder, or whose path runs through a file, failed only once every checkpoint
+    was read and averaged. Now one line before the first is read."""
+    fake_checkpoint(tmp_path / "a.pt", 1.0)
+    fake_checkpoint(tmp_path / "b.pt", 2.0)
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dir.pt").mkdir()
+    out = tmp_path / "dir.pt" if where == "folder" else tmp_path / "file" / "sub" / "avg.pt"
+    proc = cli("average_checkpoints", "--inputs", tmp_path / "a.pt", tmp_path / "b.pt", "--output", out, "--force")
+    problem = (
+        "is a folder: give a file path to write"
+        if where == "folder"
+        else f"{tmp_path / 'file'} is a file, not a folder"
+    )
+    assert proc.returncode == 1 and problem in proc.stderr.strip().splitlines()[-1], proc.stderr
+    assert "[average]" not in proc.stderr  # nothing read

@@ -135,6 +135,18 @@ def test_output_that_is_the_input_is_refused(tmp_path, script, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["hard.pt", "link.pt", "model.pt"]
 
 
+def test_output_named_as_a_trainings_checkpoint_is_refused(tmp_path, script):
+    """A conversion written as SAVE/checkpoint_last.pt (or a name the training replaces) would be taken
+    for the run's own checkpoint: refused by name before the input is read, nothing written."""
+    convert = script("convert_checkpoint")
+    ckpt = tmp_path / "model.pt"
+    ckpt.write_bytes(b"not read: the name is refused first")
+    for name in ("checkpoint_last.pt", "checkpoint_best.pt", "checkpoint_1_40.pt", "checkpoint7.pt"):
+        with pytest.raises(SystemExit, match=f"^error: OUTPUT {tmp_path / name}: {name} is a name fairseq-train"):
+            convert.main(["--to", "fairseq", str(ckpt), str(tmp_path / name), "--force"])
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]
+
+
 def test_model_without_positions_is_refused(script):
     """A model trained with --learned-pos --no-absolute-positions stores no position table; fairseq's
     transformer with --encoder/decoder-learned-pos would load it without one: refused in one line."""

@@ -120,9 +120,15 @@ def test_force_never_deletes_an_input_or_a_folder_that_is_not_an_export(ckpt, tm
     other = tmp_path / "notes"  # not an input, but not an earlier export either
     other.mkdir()
     (other / "todo.txt").write_text("mine")
-    with pytest.raises(PluginError, match="is not a model folder an export wrote .*replaces only an earlier export"):
+    with pytest.raises(PluginError, match="has no list of the files an export wrote .*replaces only what an export"):
         export(save / "checkpoint_last.pt", "--data", data, "--out", other, "--force")
     assert (other / "todo.txt").read_text() == "mine"
+    earlier = tmp_path / "ct2"  # an earlier export, with a file of the user's put into it since
+    export(save / "checkpoint_last.pt", "--data", data, "--out", earlier)
+    (earlier / "todo.txt").write_text("mine")
+    with pytest.raises(PluginError, match=r"holds files the export did not write \(todo.txt\), which --force"):
+        export(save / "checkpoint_last.pt", "--data", data, "--out", earlier, "--force")
+    assert (earlier / "todo.txt").read_text() == "mine" and (earlier / "model.bin").is_file()
 
 
 def test_an_export_that_fails_while_writing_leaves_nothing(ckpt, tmp_path, monkeypatch):
@@ -449,3 +455,31 @@ def test_ctranslate2_api_arguments_are_checked(ckpt, tmp_path):
         with pytest.raises(PluginError, match=f"^{re.escape(message)}"):
             mt.translate("1 2", **kwargs)
     assert isinstance(mt.translate("1 2", batch_size=1), str)  # the control
+
+
+def test_translate_checks_its_output_path_before_loading(tmp_path, cli):
+    """An --output in a folder that does not exist was found only after the whole input was translated;
+    now it is refused before the model is even looked at (here there is none)."""
+    (tmp_path / "in.txt").write_text("1 2 3\n")
+    out = tmp_path / "missing" / "out.txt"
+    proc = cli("translate_ctranslate2", tmp_path / "no_model", "--input", tmp_path / "in.txt", "--output", out)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and last.startswith(f"error: the folder of {out} does not exist: create it first"), last
+
+
+def test_a_damaged_export_folder_says_to_export_again(ckpt, tmp_path):
+    """A JSON file of the export cut short ended in a JSONDecodeError '...; unexpected'; a model.bin cut
+    short named CTranslate2's reason only. Both now say to export again."""
+    out = tmp_path / "ct2"
+    export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", out)
+    info = (out / "attn_only_plugin.json").read_text()
+    (out / "attn_only_plugin.json").write_text(info[: len(info) // 2])
+    with pytest.raises(PluginError, match=r"attn_only_plugin.json is damaged \(.*\): the export folder was cut short"):
+        attn_only_plugin.load_ctranslate2(out)
+    (out / "attn_only_plugin.json").write_text(info)
+    model = (out / "model.bin").read_bytes()
+    (out / "model.bin").write_bytes(model[: len(model) // 2])
+    with pytest.raises(
+        PluginError, match=r"CTranslate2 cannot load .*damaged or cut short since the export \(export it again"
+    ):
+        attn_only_plugin.load_ctranslate2(out)

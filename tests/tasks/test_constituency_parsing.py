@@ -9,18 +9,9 @@ from fairseq.data import Dictionary
 
 from attn_only_plugin.parsing.linearize import delinearize
 from attn_only_plugin.tasks.constituency_parsing import ConstituencyParsingTask, ParsingConfig, TreeConstraints
-from helpers import build_model, make_dictionary
+from helpers import build_model, make_dictionary, tree_dictionary
 
 LABELS = ("S", "NP", "VP", "PP")
-
-
-def tree_dictionary(with_orphan=True):
-    d = Dictionary()
-    for symbol in ["XX"] + [b + label for label in LABELS for b in "()"]:
-        d.add_symbol(symbol)
-    if with_orphan:
-        d.add_symbol("(ORPHAN")  # no ")ORPHAN": could never be closed
-    return d
 
 
 def source_batch(src_dict, *sentences):
@@ -323,3 +314,35 @@ def test_constrained_beam_search_over_a_source_of_pieces():
     for hypo in beam:
         tokens = [tgt_dict[t] for t in hypo["tokens"].tolist()][:-1]
         assert [t for t in tokens if t[0] not in "()"] == ["The", "<unk>", "sat"] and len(tokens) <= 8
+
+
+@pytest.mark.parametrize(
+    "extra, problem",
+    [
+        ({"score_reference": True}, "--constrain-trees constrains beam search, and --score-reference does no search"),
+        ({"no_repeat_ngram_size": 2}, "--no-repeat-ngram-size 2 would ban the repeated word slots"),
+        (  # one bracket around 4 words takes 6 tokens; the cap is 1 x (4 + 1) + 0 = 5
+            {"max_len_a": 1, "max_len_b": 0},
+            r"sentence 7 has 4 words, and its smallest tree \(one bracket around them\) takes 6 tokens, more than "
+            r"the length cap of 5 .*raise --max-len-b",
+        ),
+    ],
+)
+def test_options_no_tree_search_can_go_with_are_refused(extra, problem):
+    """--constrain-trees with --score-reference (an AttributeError), --no-repeat-ngram-size or a length
+    cap below the smallest tree (an AssertionError inside fairseq's beam search): one line each."""
+    from attn_only_plugin.guards.errors import PluginError
+
+    src_dict, tgt_dict = make_dictionary(), tree_dictionary()
+    model = build_model(src_dict, tgt_dict, embedding_sharing="decoder").eval()
+    task = ConstituencyParsingTask(ParsingConfig(constrain_trees=True), src_dict, tgt_dict)
+    args = SimpleNamespace(**{"beam": 3, "max_len_a": 1, "max_len_b": 30, **extra})
+    sample = {
+        "id": torch.tensor([7]),
+        "net_input": {"src_tokens": source_batch(src_dict, words(4)), "src_lengths": torch.tensor([5])},
+    }
+    with pytest.raises(PluginError, match=problem):
+        task.inference_step(task.build_generator([model], args), [model], sample)
+    fits = SimpleNamespace(beam=3, max_len_a=1, max_len_b=1)  # 6 tokens: the one-bracket tree, and no more
+    (beam,) = task.inference_step(task.build_generator([model], fits), [model], sample)
+    assert [tgt_dict[t] for t in beam[0]["tokens"].tolist()][-1] == "</s>" and len(beam[0]["tokens"]) == 7

@@ -6,14 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from test_constituency_parsing import tree_dictionary
 
 from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.parsing.linearize import delinearize
 from attn_only_plugin.tasks.constituency_parsing import ConstituencyParsingTask, ParsingConfig
 from attn_only_plugin.tasks.paper_search import StoppingRuleGenerator
 from attn_only_plugin.tasks.translation_paper import PaperTranslationConfig, PaperTranslationTask, gnmt_length_penalty
-from helpers import build_model, make_dictionary
+from helpers import build_model, make_dictionary, tree_dictionary
 
 
 def batch(d, B=24, S=6, seed=0):
