@@ -56,6 +56,24 @@ def test_unexpected_error_is_one_line_with_the_traceback_behind_a_variable(tmp_p
     assert proc.returncode == 1 and "Traceback" in proc.stderr and proc.stderr.strip().endswith("KeyError: 'boom'")
 
 
+def test_a_reader_that_goes_away_ends_the_output_quietly():
+    """`... | head -1`: the reader closes the pipe; the writer stops without an error line (exit 141,
+    128 + SIGPIPE, as a shell reports a process ended by SIGPIPE)."""
+    code = "import attn_only_plugin, sys; [print(i, flush=True) for i in range(10**6)]"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+    )
+    assert proc.stdout.readline() == b"0\n"
+    proc.stdout.close()  # what `head -1` does after its line
+    assert proc.wait(timeout=120) == 141
+    stderr = proc.stderr.read().decode()
+    assert "error" not in stderr and "Traceback" not in stderr, stderr
+
+
 # dict.*.txt ------------------------------------------------------------------------------------
 
 

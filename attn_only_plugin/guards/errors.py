@@ -98,6 +98,8 @@ INTERRUPTED = (
 def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
     interactive = hasattr(sys, "ps1") or sys.flags.interactive
     stopped = isinstance(exc, KeyboardInterrupt)
+    if isinstance(exc, BrokenPipeError) and not os.environ.get("ATTN_ONLY_TRACEBACK"):
+        os._exit(141)  # the reader of our output went away (`| head`): quiet, 128 + SIGPIPE as a shell reports it
     if os.environ.get("ATTN_ONLY_TRACEBACK") or interactive or not (stopped or isinstance(exc, Exception)):
         return _previous(exc_type, exc, tb)
     try:
