@@ -206,7 +206,11 @@ def figure(results, paper, out: Path) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("work", type=Path, nargs="?", help="the WORK folder of SMALL=1 table3.sh (ROW/seedS/result.json)")
     p.add_argument("--params", action="store_true", help="print the parameter counts of every row instead")
     p.add_argument("--out", type=Path, help="write the markdown table here (default: stdout)")
