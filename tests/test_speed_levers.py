@@ -12,7 +12,9 @@ from helpers import PLUGIN, TINY, reversal_data, run, train
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return reversal_data(tmp_path_factory, "levers", 400)
+    root = tmp_path_factory.mktemp("levers")
+    reversal_data(root, 400)  # the text in root, its data-bin in root/bin
+    return root
 
 
 def losses(proc) -> list:
