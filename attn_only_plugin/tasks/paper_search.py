@@ -201,6 +201,13 @@ class StoppingRuleGenerator(SequenceGenerator):
         return self.worst[sents] > bound
 
 
+def raises_log_probs(extra_gen_cls_kwargs) -> bool:
+    """Whether fairseq-generate's --lm-path with a negative --lm-weight adds a positive term to
+    the log-probabilities (lprobs + lm_weight x log P_lm), which the paper's bound assumes <= 0."""
+    kwargs = extra_gen_cls_kwargs or {}
+    return kwargs.get("lm_model") is not None and kwargs.get("lm_weight", 1.0) < 0
+
+
 def stopping_rule(cfg, args, seq_gen_cls, extra_gen_cls_kwargs, gnmt_penalty: Callable):
     """The generator class and its extra arguments for a task's build_generator: unchanged for
     fairseq's rule without patience, else StoppingRuleGenerator with the task's length penalty
@@ -215,6 +222,11 @@ def stopping_rule(cfg, args, seq_gen_cls, extra_gen_cls_kwargs, gnmt_penalty: Ca
     if beam_stop == "paper" and patience != 1:
         raise PluginError(
             "--beam-patience works with --beam-stop fairseq: the paper's rule stops by a bound, not a count"
+        )
+    if beam_stop == "paper" and (getattr(args, "unkpen", 0) < 0 or raises_log_probs(extra_gen_cls_kwargs)):
+        raise PluginError(
+            "--beam-stop paper needs every log-probability <= 0 for its bound: "
+            "drop the negative --unkpen or --lm-weight, or the paper's rule"
         )
     if getattr(args, "print_alignment", False):
         raise PluginError("--print-alignment is not supported with --beam-stop paper or --beam-patience: drop one")

@@ -10,7 +10,7 @@ import torch
 from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.parsing.linearize import delinearize
 from attn_only_plugin.tasks.constituency_parsing import ConstituencyParsingTask, ParsingConfig
-from attn_only_plugin.tasks.paper_search import StoppingRuleGenerator
+from attn_only_plugin.tasks.paper_search import StoppingRuleGenerator, raises_log_probs
 from attn_only_plugin.tasks.translation_paper import PaperTranslationConfig, PaperTranslationTask, gnmt_length_penalty
 from helpers import build_model, make_dictionary, tree_dictionary
 
@@ -155,6 +155,7 @@ def test_parsing_with_an_ensemble_gives_trees(constrain):
         ({"beam_patience": 0.0}, {}, "give a number > 0"),
         ({"beam_stop": "paper"}, {"print_alignment": "hard"}, "--print-alignment"),
         ({"beam_stop": "best"}, {}, "give 'fairseq' (the default) or 'paper'"),
+        ({"beam_stop": "paper"}, {"unkpen": -1.0}, "every log-probability <= 0"),
     ],
 )
 def test_what_the_rules_cannot_honour_is_refused_in_one_line(task_cfg, gen, message):
@@ -184,3 +185,15 @@ def test_prefix_tokens_are_kept_and_the_paper_rule_still_scores_at_least_fairseq
     for row, beam in enumerate(results["paper"]):
         assert all(h["tokens"][:2].tolist() == prefix[row].tolist() for h in beam)
     assert all(p >= f - 1e-6 for p, f in zip(best(results["paper"]), best(results["fairseq"]), strict=True))
+
+
+def test_a_language_model_with_a_negative_weight_is_refused_with_the_paper_rule():
+    """--lm-path with --lm-weight < 0 adds a positive term to the log-probabilities, which the
+    paper's bound assumes <= 0 (refused); a positive weight keeps them <= 0 (accepted)."""
+    d = make_dictionary()
+    task = PaperTranslationTask(PaperTranslationConfig(beam_stop="paper"), d, d)
+    args = SimpleNamespace(beam=4, lenpen=0.6, max_len_a=1, max_len_b=5)
+    with pytest.raises(PluginError, match="every log-probability <= 0"):
+        task.build_generator([build_model(d)], args, extra_gen_cls_kwargs={"lm_model": object(), "lm_weight": -0.5})
+    assert not raises_log_probs({"lm_model": object(), "lm_weight": 0.5})
+    assert not raises_log_probs({"lm_weight": -0.5})  # no language model: the weight is unused
