@@ -6,11 +6,6 @@
 # Timings of both tiers, dated: docs/development.md.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$ROOT/scripts/install.sh"
-cd "$ROOT"
-# One thread per process unless OMP_NUM_THREADS is set: the suite is small models and fairseq CLIs
-# in subprocesses, whose threads mostly wait on each other.
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 TIER=()
 WORKERS="${TEST_WORKERS:-$(nproc)}"  # the whole suite: one pytest-xdist worker per core
 if [ "${1:-}" = "--fast" ]; then
@@ -18,10 +13,18 @@ if [ "${1:-}" = "--fast" ]; then
   TIER=(-m "not slow")  # the `slow` marker: tests/conftest.py, docs/development.md "Test tiers"
   WORKERS="${TEST_WORKERS:-1}"  # in this process: the fast tier is mostly imports, which each worker repeats
 fi
-[[ "$WORKERS" =~ ^[1-9][0-9]*$ ]] || { echo "error: TEST_WORKERS=$WORKERS: give a whole number >= 1" >&2; exit 1; }
+if ! [[ "$WORKERS" =~ ^[1-9][0-9]{0,3}$ ]]; then
+  echo "error: TEST_WORKERS=$WORKERS: give a whole number >= 1 (1 runs the tests in one process)" >&2
+  exit 1
+fi
 PARALLEL=()
 if [ "$WORKERS" -gt 1 ]; then
   # each test file on one worker (its module-scoped fixtures, a trained model among them, built once)
   PARALLEL=(-n "$WORKERS" --dist loadfile)
 fi
+bash "$ROOT/scripts/install.sh"
+cd "$ROOT"
+# One thread per process unless OMP_NUM_THREADS is set: the suite is small models and fairseq CLIs
+# in subprocesses, whose threads mostly wait on each other.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 exec "${VENV:-$ROOT/.venv}/bin/python" -m pytest ${TIER[@]+"${TIER[@]}"} ${PARALLEL[@]+"${PARALLEL[@]}"} "${@:--q}"
