@@ -73,10 +73,12 @@ from importlib.metadata import PackageNotFoundError, version
 
 from pip._vendor.packaging.requirements import Requirement
 
+seen = set()
 for spec in sys.argv[1:]:
     req = Requirement(spec)
-    if req.marker is not None and not req.marker.evaluate():
-        continue
+    if (req.marker is not None and not req.marker.evaluate()) or str(req) in seen:
+        continue  # fairseq's and ours name some alike (numpy, tqdm): checked once
+    seen.add(str(req))
     try:
         found = version(req.name)  # raises when the package is absent
     except PackageNotFoundError:
