@@ -8,6 +8,7 @@
 #   evaluate : beam 4, alpha 0.6, max length = input + 50 (section 6.1); sacreBLEU and
 #              the paper's tokenized, compound-split BLEU
 #   ctranslate2_compare : the model exported to CTranslate2 (float32, int8), BLEU and speed beside evaluate's
+#   refuse_other_settings, record_settings : a folder's data and model made one way (table3.sh, wsj_parsing.sh)
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${VENV:-$REPO/.venv}/bin/python"
 BIN="$(dirname "$PY")"
@@ -88,6 +89,24 @@ train_quickstart() {  # train_quickstart DATA_BIN RUN UPDATES SEED [extra fairse
       --validate-interval-updates "$every" --validate-interval 1000 \
       --save-dir "$run/checkpoints" --cpu --seed "$seed" --log-format simple --log-interval "$(( every < 50 ? every : 50 ))" \
       "$@" 2>&1 | tee -a "$run/train.log" | grep --line-buffered -E "train_inner|valid on|done training|Error|error"
+}
+
+refuse_other_settings() {  # refuse_other_settings FILE SETTINGS WHAT REMEDY [CHECKPOINT]: one folder, one way of making it
+  # FILE (data.settings, train.settings) holds the settings of the run that prepared the data or
+  # trained the model in a folder; a run with other settings would mix the two, so it is refused
+  # before any work in one line: "error: WHAT otherwise (FILE's), not as now (SETTINGS): give
+  # another WORK, or REMEDY". With CHECKPOINT, only once it exists (no model yet: nothing to mix).
+  if [ -n "${5:-}" ] && [ ! -f "$5" ]; then return; fi
+  if [ -f "$1" ] && [ "$(cat "$1")" != "$2" ]; then
+    echo "error: $3 otherwise ($(cat "$1")), not as now ($2): give another WORK, or $4" >&2
+    exit 1
+  fi
+}
+
+record_settings() {  # record_settings FILE SETTINGS [CHECKPOINT]: what refuse_other_settings compares with
+  # Without CHECKPOINT, FILE is written once (the data stay as first prepared); with it, while
+  # CHECKPOINT does not exist (the run that starts a model sets its settings).
+  if [ -n "${3:-}" ]; then [ -f "$3" ] || echo "$2" >"$1"; else [ -f "$1" ] || echo "$2" >"$1"; fi
 }
 
 update_freq() {  # update_freq GPUS MAX_TOKENS: steps of ~25,000 source tokens (section 5.1)

@@ -75,18 +75,10 @@ small_row() {  # small_row ROW: the row trained and scored on a CPU (SMALL=1; th
   # a resumed training must build the model its checkpoint holds: another row's (or another
   # scale's) checkpoint in this folder is refused before any work
   settings="row $row, fairseq-train: ${shape[*]}"
-  if [ -f "$run/checkpoints/checkpoint_last.pt" ] && [ -f "$run/train.settings" ] \
-     && [ "$(cat "$run/train.settings")" != "$settings" ]; then
-    echo "error: $run/checkpoints holds a model trained otherwise ($(cat "$run/train.settings")), not as now" \
-         "($settings): give another WORK, or remove $run to train again" >&2
-    exit 1
-  fi
+  refuse_other_settings "$run/train.settings" "$settings" "$run/checkpoints holds a model trained" \
+      "remove $run to train again" "$run/checkpoints/checkpoint_last.pt"
   data_settings="corpus: $corpus | sentencepiece vocabulary: $vocab"
-  if [ -f "$work/data.settings" ] && [ "$(cat "$work/data.settings")" != "$data_settings" ]; then
-    echo "error: $work holds data prepared otherwise ($(cat "$work/data.settings")), not as now ($data_settings):" \
-         "give another WORK, or remove $work to start over" >&2
-    exit 1
-  fi
+  refuse_other_settings "$work/data.settings" "$data_settings" "$work holds data prepared" "remove $work to start over"
   if [ -s "$run/result.txt" ] && grep -q "\"updates\": $updates," "$run/result.json" 2>/dev/null; then
     say "$row seed $seed: finished before ($run/result.txt)"; cat "$run/result.txt"; return
   fi
@@ -94,10 +86,10 @@ small_row() {  # small_row ROW: the row trained and scored on a CPU (SMALL=1; th
   mkdir -p "$run"
   ( flock 9  # rows started together: one prepares, the others wait and reuse its data-bin
     prepare "$corpus" en de "$vocab" "$work"
-    [ -f "$work/data.settings" ] || echo "$data_settings" >"$work/data.settings"
+    record_settings "$work/data.settings" "$data_settings"
   ) 9>"$work/prepare.lock"
   ln -sfn "$work/data-bin" "$run/data-bin"
-  [ -f "$run/checkpoints/checkpoint_last.pt" ] || echo "$settings" >"$run/train.settings"
+  record_settings "$run/train.settings" "$settings" "$run/checkpoints/checkpoint_last.pt"
   local every=$(( updates / 10 > 0 ? updates / 10 : 1 )) start=$SECONDS commit
   commit="$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   say "$row seed $seed: training $updates updates, transformer_base ${shape[*]} (at $commit)"

@@ -59,19 +59,11 @@ else
 fi
 mkdir -p "$WORK"
 data_settings="split: ${SPLIT:-standard} | prepare_ptb.py: ${PREPARE_FLAGS:-} | fairseq-preprocess: ${PREPROCESS_FLAGS:-}${SUBWORDS:+ | source pieces: $SUBWORDS}"
-if [ -f "$WORK/data.settings" ] && [ "$(cat "$WORK/data.settings")" != "$data_settings" ]; then
-  echo "error: $WORK holds data prepared otherwise ($(cat "$WORK/data.settings")), not as now ($data_settings):" \
-       "give another WORK, or remove $WORK to start over" >&2
-  exit 1
-fi
+refuse_other_settings "$WORK/data.settings" "$data_settings" "$WORK holds data prepared" "remove $WORK to start over"
 # a resumed training must build the model its checkpoints hold (UPDATES and SEED may change)
 train_settings="fairseq-train: ${SHAPE[*]}${TRAIN_FLAGS:+ $TRAIN_FLAGS}"
-if [ -f "$WORK/checkpoints/checkpoint_last.pt" ] && [ -f "$WORK/train.settings" ] \
-   && [ "$(cat "$WORK/train.settings")" != "$train_settings" ]; then
-  echo "error: $WORK/checkpoints holds a model trained otherwise ($(cat "$WORK/train.settings")), not as now" \
-       "($train_settings): give another WORK, or remove $WORK/checkpoints to train again" >&2
-  exit 1
-fi
+refuse_other_settings "$WORK/train.settings" "$train_settings" "$WORK/checkpoints holds a model trained" \
+    "remove $WORK/checkpoints to train again" "$WORK/checkpoints/checkpoint_last.pt"
 say "linearizing trees (Vinyals et al. 2015)"
 # shellcheck disable=SC2086  # SPLIT and the FLAGS are word lists on purpose
 "$PY" "$REPO/scripts/prepare_ptb.py" --treebank "$WSJ" --out "$WORK/text" --force ${SPLIT:+--split $SPLIT} ${PREPARE_FLAGS:-}
@@ -88,10 +80,10 @@ if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
       --nwordssrc 16000 `# section 6.3: 16K source vocabulary for WSJ only` \
       --workers "$(nproc)" "${srcdict[@]}" ${PREPROCESS_FLAGS:-} >"$WORK/preprocess.log" 2>&1 || { tail -5 "$WORK/preprocess.log" >&2; exit 1; }
   rm -rf "$WORK/data-bin" && mv "$WORK/data-bin.tmp" "$WORK/data-bin"  # complete, or not there at all
-  echo "$data_settings" >"$WORK/data.settings"
+  record_settings "$WORK/data.settings" "$data_settings"
 fi
 say "fairseq-train --arch transformer_parse"
-[ -f "$WORK/checkpoints/checkpoint_last.pt" ] || echo "$train_settings" >"$WORK/train.settings"
+record_settings "$WORK/train.settings" "$train_settings" "$WORK/checkpoints/checkpoint_last.pt"
 "$BIN/fairseq-train" "$WORK/data-bin" --user-dir "$REPO/attn_only_plugin" \
     --task constituency_parsing --arch transformer_parse `# section 6.3: N=4, d_model=1024, dropout 0.2 (attention and residual)` \
     --embedding-sharing decoder `# words and bracket symbols are two vocabularies` \

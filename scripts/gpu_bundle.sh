@@ -10,9 +10,10 @@
 #   export PYTHONPATH=$PWD/.gpu_bundle/site:$PWD
 #   python3 scripts/benchmark.py --preset big --device cuda --amp --updates 20 --out $OUT/big.json
 #
-# CTranslate2 (the benchmark's CTranslate2 columns, scripts/translate_ctranslate2.py): its wheel for
-# PYTHON_VERSION (CPU and CUDA, ~43 MB) goes into .gpu_bundle_ct2/; carry both folders (~51 MB with
-# the working tree, under the device tool's 64 MiB a call) and unpack it into the bundle there:
+# CTranslate2 (the benchmark's CTranslate2 columns, scripts/translate_ctranslate2.py): the wheel of the
+# version pyproject.toml pins, for PYTHON_VERSION (CPU and CUDA, ~43 MB), goes into .gpu_bundle_ct2/;
+# carry both folders (~51 MB with the working tree, under the device tool's 64 MiB a call) and unpack
+# it into the bundle there:
 #   python3 -m zipfile -e .gpu_bundle_ct2/ctranslate2-*.whl .gpu_bundle/site
 # What the bundle measured on the lent GPUs, and where CTranslate2's CUDA build does not load (it
 # needs CUDA 12's libcublas.so.12): docs/speed.md, "GPUs".
@@ -70,7 +71,8 @@ echo "[gpu_bundle] bitarray $BITARRAY for Python $PY_VERSION (manylinux x86-64) 
     --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 "bitarray==$BITARRAY" \
   || { echo "error: no bitarray $BITARRAY wheel for Python $PY_VERSION: pass another version or check the network" >&2; exit 1; }
 
-CT2_VERSION="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("ctranslate2"))' 2>/dev/null || true)"
+source "$ROOT/scripts/pyproject_pins.sh"
+CT2_VERSION="$(pinned "$VENV/bin/python" ctranslate2)"  # the version pyproject.toml pins: the export writes its format
 if [ -n "$CT2_VERSION" ]; then
   echo "[gpu_bundle] ctranslate2 $CT2_VERSION wheel for Python $PY_VERSION (manylinux x86-64) from PyPI" >&2
   rm -rf "$OUT_CT2.tmp" && mkdir -p "$OUT_CT2.tmp"

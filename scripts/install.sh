@@ -55,39 +55,47 @@ else
 fi
 
 # What fairseq imports at start-up and during training (scikit-learn: an audio task imports it),
-# CTranslate2, the inference engine our models export to, and Hugging Face transformers, whose
-# MarianMTModel the other export writes (docs/export.md; both pinned: each export writes that
-# version's model format; transformers needs no torch of its own and keeps ours).
-# import-linter checks which layer of the package may import which (pyproject.toml's contracts,
-# tests/test_layers.py); ruff lints the tree with pyproject.toml's settings (tests/test_lint.py);
-# both pinned: their rules and output are what the tests read.
-RUNTIME=(numpy cython cffi regex tqdm bitarray sacrebleu "hydra-core==1.3.2" "omegaconf==2.3.0"
-         packaging scikit-learn sentencepiece pytest matplotlib setuptools wheel "ctranslate2==4.8.5"
-         "transformers==5.23.0" "import-linter==2.16" "ruff==0.17.5")
-# One interpreter start checks them all (exact version where pinned).
+# then pyproject.toml's dependencies and every extra, read from there (scripts/pyproject_pins.sh):
+# the versions the project pins are written in pyproject.toml only (CTranslate2 and transformers:
+# each export writes that version's model format; import-linter and ruff: their rules and output are
+# what tests/test_layers.py and tests/test_lint.py read; hydra-core and omegaconf, which fairseq
+# 0.12 needs at those versions). transformers needs no torch of its own and keeps ours.
+source "$ROOT/scripts/pyproject_pins.sh"
+FAIRSEQ_IMPORTS=(numpy cython cffi regex tqdm bitarray packaging scikit-learn setuptools wheel)
+mapfile -t OURS < <(requirements "$PY" all)
+[ "${#OURS[@]}" -gt 0 ] || { echo "[install] error: no requirements read from $ROOT/pyproject.toml" >&2; exit 1; }
+# One interpreter start checks them all (the version too where one is required), with pip's own
+# copy of packaging (the venv may not have packaging yet).
 dist_missing() {
   "$PY" - "$@" <<'PY'
 import sys
 from importlib.metadata import PackageNotFoundError, version
+
+from pip._vendor.packaging.requirements import Requirement
+
+seen = set()
 for spec in sys.argv[1:]:
-    name, _, want = spec.partition("==")
+    req = Requirement(spec)
+    if (req.marker is not None and not req.marker.evaluate()) or str(req) in seen:
+        continue  # fairseq's and ours name some alike (numpy, tqdm): checked once
+    seen.add(str(req))
     try:
-        found = version(name)  # raises when the package is absent
+        found = version(req.name)  # raises when the package is absent
     except PackageNotFoundError:
         print(spec)
         continue
-    if want and found != want:
+    if not req.specifier.contains(found, prereleases=True):
         print(spec)
 PY
 }
-mapfile -t missing < <(dist_missing "${RUNTIME[@]}")
+mapfile -t missing < <(dist_missing "${FAIRSEQ_IMPORTS[@]}" "${OURS[@]}")
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing ${missing[*]}"
   "${PIP[@]}" "${missing[@]}"
 fi
 
-if [ -z "$(dist_missing fairseq-fixed==0.12.3.1)" ]; then
-  log "fairseq-fixed 0.12.3.1 already present: kept"
+if [ -z "$(dist_missing "$FAIRSEQ_SPEC")" ]; then
+  log "$FAIRSEQ_SPEC already present: kept"
 else
   log "building $FAIRSEQ_SPEC from source (about 3 minutes, once; pip caches the wheel)"
   "${PIP[@]}" --no-deps --no-build-isolation "$FAIRSEQ_SPEC"

@@ -3,6 +3,7 @@ code whether it starts a process, and conftest.py marks those tests `slow`, whic
 `bash scripts/test.sh --fast` leaves out."""
 
 import ast
+import os
 import subprocess
 from pathlib import Path
 from subprocess import check_output
@@ -105,6 +106,23 @@ def test_test_sh_fast_leaves_the_slow_tests_out():
     assert fast and not any("test_end_to_end.py" in nodeid for nodeid in fast)
     assert "tests/test_tiers.py::test_what_starts_a_process_is_read_from_the_code" in fast
     assert any("test_end_to_end.py" in nodeid for nodeid in everything) and set(fast) < set(everything)
+
+
+def test_test_sh_refuses_a_bad_worker_count(tmp_path):
+    """TEST_WORKERS (pytest-xdist workers; 1: one process) that is not a whole number >= 1 is refused
+    in one line, before the install check."""
+    for workers in ("0", "two", "-n"):
+        proc = subprocess.run(
+            ["bash", str(helpers.ROOT / "scripts" / "test.sh"), "--fast"],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, TEST_WORKERS=workers, VENV=str(tmp_path / "no-venv")),
+            timeout=60,
+        )
+        assert proc.returncode == 1 and proc.stderr.splitlines() == [
+            f"error: TEST_WORKERS={workers}: give a whole number >= 1 (1 runs the tests in one process)"
+        ], proc.stderr
+    assert not (tmp_path / "no-venv").exists()
 
 
 def test_no_test_module_imports_another():

@@ -239,3 +239,36 @@ def test_a_queue_of_seeds_runs_each_row_once_per_seed(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines() == [f"table3 base seed {s}: ppl 5.0 bleu 20.0" for s in (1, 2)]
+
+
+def test_a_folder_made_otherwise_is_refused_before_any_work(tmp_path):
+    """A WORK whose data were prepared with other settings, or a run folder whose model was trained
+    with other flags, is refused in one line before anything is read or written (pipeline.sh's
+    refuse_other_settings, shared with wsj_parsing.sh); other flags without a model are no refusal."""
+    work, corpus = tmp_path / "work", tmp_path / "corpus"
+    run = work / "B1" / "seed1"
+    (run / "checkpoints").mkdir(parents=True)
+    (work / "data.settings").write_text("corpus: elsewhere | sentencepiece vocabulary: 8000\n")
+    env = dict(CORPUS=str(corpus), WORK=str(work), SEED="1", VOCAB="4000", MAX_TOKENS="2048")
+    env.update(WARMUP="400", LR_MULTIPLIER="0.25")
+    proc = table3(env, "B1")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"error: {work} holds data prepared otherwise (corpus: elsewhere | sentencepiece vocabulary: 8000), not as "
+        f"now (corpus: {corpus} | sentencepiece vocabulary: 4000): give another WORK, or remove {work} to start over"
+    ]
+    (work / "data.settings").unlink()
+    (run / "train.settings").write_text("row A1, fairseq-train: --heads 1\n")
+    (run / "checkpoints" / "checkpoint_last.pt").write_bytes(b"")
+    before = sorted(str(p.relative_to(work)) for p in work.rglob("*"))
+    proc = table3(env, "B1")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"error: {run}/checkpoints holds a model trained otherwise (row A1, fairseq-train: --heads 1), not as now "
+        "(row B1, fairseq-train: --d-model 128 --d-ff 512 --d-k 4 --max-tokens 2048 --warmup-updates 400 "
+        f"--lr-multiplier 0.25): give another WORK, or remove {run} to train again"
+    ]
+    assert sorted(str(p.relative_to(work)) for p in work.rglob("*")) == before
+    (run / "checkpoints" / "checkpoint_last.pt").unlink()  # no model yet: the corpus is the next thing checked
+    proc = table3(env, "B1")
+    assert proc.returncode == 1 and proc.stderr.startswith(f"error: missing {corpus}/train.en"), proc.stderr

@@ -21,6 +21,7 @@ from attn_only_plugin.models.transformer import full_config  # noqa: E402
 from helpers import BIN, PLUGIN, ROOT, build_model, make_dictionary, run, script, toy_data, train_args  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
+from attn_only_plugin.export import TRANSFORMERS_VERSION  # noqa: E402
 from attn_only_plugin.export.marian_weights import marian_order  # noqa: E402
 from attn_only_plugin.export.transformers import build_model as build_marian  # noqa: E402
 from attn_only_plugin.export.transformers import check_expressible  # noqa: E402
@@ -506,6 +507,7 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, data):
             out,
             prelude="import sys; sys.modules['transformers'] = None  # as if not installed",
         ),
-        "transformers is not installed: run `bash scripts/install.sh` (or pip install transformers==5.23.0)",
+        "transformers is not installed: run `bash scripts/install.sh` (or pip install "
+        f"transformers=={TRANSFORMERS_VERSION})",
     )
     assert not out.exists() and leftovers(tmp_path) == []

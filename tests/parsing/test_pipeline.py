@@ -161,6 +161,35 @@ def test_out_follows_the_shared_rule(tmp_path):
     assert sorted(os.listdir(bank)) == ["wsj_0001.mrg", "wsj_0002.mrg", "wsj_0003.mrg"]
 
 
+def test_a_folder_made_otherwise_is_refused_before_any_work(tmp_path):
+    """WORK's data prepared with other settings, or its checkpoints trained with other flags, are refused
+    in one line before the treebank is read (pipeline.sh's refuse_other_settings, shared with table3.sh)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RELPOS", "SUBWORDS", "CHECKPOINTS", "TRAIN_FLAGS")}
+    env.update(WSJ=str(tmp_path / "no-treebank"), SMALL="1", WORK=str(tmp_path), SPLIT="train=1-2 valid=3-3 test=4-4")
+    for name in ("PREPARE_FLAGS", "PREPROCESS_FLAGS"):
+        env.pop(name, None)
+    (tmp_path / "data.settings").write_text("split: standard | prepare_ptb.py:  | fairseq-preprocess: \n")
+    recipe = ["bash", str(ROOT / "examples" / "wsj_parsing.sh")]
+    proc = subprocess.run(recipe, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        f"error: {tmp_path} holds data prepared otherwise (split: standard | prepare_ptb.py:  | fairseq-preprocess: ), "
+        "not as now (split: train=1-2 valid=3-3 test=4-4 | prepare_ptb.py: --target-words | fairseq-preprocess: "
+        f"--nwordstgt 2000): give another WORK, or remove {tmp_path} to start over"
+    ], proc.stderr[-2000:]
+    (tmp_path / "data.settings").unlink()
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "checkpoint_last.pt").write_bytes(b"")
+    (tmp_path / "train.settings").write_text("fairseq-train: --d-model 1024\n")
+    proc = subprocess.run(recipe, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        f"error: {tmp_path}/checkpoints holds a model trained otherwise (fairseq-train: --d-model 1024), not as now "
+        "(fairseq-train: --d-model 128 --d-ff 512 --heads 4 --dropout 0.1 --attention-dropout 0.1 --max-tokens 4096 "
+        "--warmup-updates 400 --lr-multiplier 0.5 --cpu --relative-positions 16): give another WORK, or remove "
+        f"{tmp_path}/checkpoints to train again"
+    ], proc.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints", "train.settings"]
+
+
 @pytest.mark.parametrize(
     "setting, logged",
     [
