@@ -284,12 +284,12 @@ def test_checkpoint_without_training_state_is_no_resume_point(data, trained, tmp
     --reset-optimizer, restarted at update 0 over the run's checkpoints: refused in the run's save dir,
     it runs in a new, empty one, the run's checkpoints left byte-identical."""
     save = copy_of(trained, tmp_path)
-    script = ROOT / "scripts" / "average_checkpoints.py"
+    script = BIN / "attn-only-average-checkpoints"
     inputs = [save / "checkpoint_1_2.pt", save / "checkpoint_1_4.pt"]
 
     def average(output, *extra):
         return subprocess.run(
-            [str(BIN / "python"), str(script), "--inputs", *map(str, inputs), "--output", str(output), *extra],
+            [str(script), "--inputs", *map(str, inputs), "--output", str(output), *extra],
             capture_output=True,
             text=True,
             env=ENV,

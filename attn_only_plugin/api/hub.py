@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 from typing import List, Optional, Union
 
-from ..guards.errors import PluginError
-from ..guards.hidden_chars import find_hidden
+from attn_only_tools.guards.errors import PluginError
+from attn_only_tools.guards.hidden_chars import find_hidden
 
 
 def load(
@@ -58,7 +58,7 @@ def load(
         import torch
 
         if not torch.cuda.is_available():
-            from ..guards.explain import NO_GPU
+            from attn_only_tools.guards.explain import NO_GPU
 
             raise PluginError(f"device={device!r}: {NO_GPU}")
     kwargs = dict(overrides)

@@ -23,8 +23,9 @@ from typing import Callable, NamedTuple, Tuple
 import torch
 from torch import Tensor
 
-from ..guards.atomic import _umask, check_output, empty_folder
-from ..guards.errors import PluginError
+from attn_only_tools.guards.atomic import _umask, check_output, empty_folder
+from attn_only_tools.guards.errors import PluginError
+
 from ..models.transformer import TransformerConfig, full_config, validate
 
 MODEL_NAME = "attn_only_transformer"

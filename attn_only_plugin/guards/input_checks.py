@@ -21,9 +21,10 @@ import functools
 import glob
 import os
 
-from .errors import PluginError
-from .explain import find_in_chain
-from .hidden_chars import REMOVE, find_hidden, strip_bom
+from attn_only_tools.guards.errors import PluginError
+from attn_only_tools.guards.explain import find_in_chain
+from attn_only_tools.guards.hidden_chars import REMOVE, find_hidden, strip_bom
+
 from .safe_load import non_finite
 from .wrap import record, wrap_once
 
