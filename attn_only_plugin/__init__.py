@@ -22,6 +22,16 @@ from attn_only_tools.guards import errors  # noqa: E402
 
 _hooked = errors.install_excepthook()
 
+import logging  # noqa: E402
+import sys  # noqa: E402
+
+# Imported before fairseq (from Python or an attn-only-* command; a fairseq CLI imports fairseq first):
+# fairseq's import-time INFO lines ("Please install tensorboardX") are not the command's output, so
+# its logger stays at WARNING while it imports, and is given back its level at the end of this file.
+_fairseq_logger, _fairseq_level = logging.getLogger("fairseq"), logging.getLogger("fairseq").level
+if "fairseq" not in sys.modules:
+    _fairseq_logger.setLevel(logging.WARNING)
+
 from . import fairseq_fixes  # noqa: E402
 from .guards import data_checks, input_checks, safe_load, wrap  # noqa: E402
 
@@ -37,3 +47,5 @@ from attn_only_tools.guards.errors import PluginError  # noqa: E402,F401  (what 
 from . import criterions, lr_scheduler, models, optim, tasks  # noqa: E402,F401  (registration)
 from .api.hub import load  # noqa: E402,F401  (Python API)
 from .api.hub_ctranslate2 import load_ctranslate2  # noqa: E402,F401  (Python API on a CTranslate2 export)
+
+_fairseq_logger.setLevel(_fairseq_level)
