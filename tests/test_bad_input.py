@@ -7,7 +7,7 @@ Cases covered elsewhere (docs/reliability.md names them): d_model not divisible 
 unknown --arch (test_end_to_end.py::test_bad_input_one_line_errors), an input longer than the
 positions at fairseq-generate (test_end_to_end.py::test_input_longer_than_positions), averaging zero
 checkpoints or checkpoints of different shapes/names and a truncated one
-(scripts/test_average_checkpoints.py::test_refusals_are_one_line_and_leave_output_alone), a
+(tests/cli/test_average_checkpoints.py::test_refusals_are_one_line_and_leave_output_alone), a
 treebank with unbalanced brackets (parsing/test_ptb.py, parsing/test_pipeline.py), a checkpoint
 whose pickle would run code (test_untrusted_checkpoints.py)."""
 
@@ -603,7 +603,7 @@ def test_convert_output_in_missing_folder(checkpoint, tmp_path):
 
 def test_constrain_trees_on_translation_data(setup, checkpoint):
     proc = generate(setup, checkpoint, "--task", "constituency_parsing", "--constrain-trees")
-    one_line_error(proc, "--constrain-trees: the target dictionary has no XX", "prepare_ptb.py")
+    one_line_error(proc, "--constrain-trees: the target dictionary has no XX", "attn-only-prepare-ptb")
     proc = generate(
         setup, checkpoint, "--task", "constituency_parsing", "--constrain-trees", "--sampling", "--nbest", 2
     )

@@ -329,7 +329,7 @@ def test_full_or_read_only_disk_named():
 
 
 def test_file_size_limit_is_one_line(tmp_path):
-    """A file-size limit reached while a script writes (here average_checkpoints.py's torch.save, with
+    """A file-size limit reached while a script writes (here attn-only-average-checkpoints's torch.save, with
     SIGXFSZ ignored as a shell's ulimit -f leaves it to the writer to see EFBIG) ended in '...; unexpected'."""
     import resource
     import signal
@@ -469,7 +469,7 @@ def test_hidden_characters_in_spm_prepare_corpus(tmp_path):
 
 
 def test_scoring_a_folder_is_one_line(tmp_path):
-    """sacrebleu_detok.py (and bleu_compound_split.py, which reads through it) given a folder as a
+    """attn-only-sacrebleu-detok (and attn-only-bleu-compound-split, which reads through it) given a folder as a
     file: one line instead of an IsADirectoryError traceback."""
     (tmp_path / "hyp").write_text("a b\n")
     proc = subprocess.run(
@@ -483,9 +483,9 @@ def test_scoring_a_folder_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("script", ["average_checkpoints", "export_transformers", "translate_ctranslate2"])
 def test_ctrl_c_during_the_imports_is_one_line(script, tmp_path):
-    """Ctrl-C while a script still imports torch and fairseq (seconds) printed a 40-line traceback: the
-    one-line hook is now installed before those imports. The package's own hook then takes over, so its
-    PluginErrors stay one line (the control: a refusal after the imports)."""
+    """Ctrl-C while a command still imports torch and fairseq (seconds) printed a 40-line traceback: the
+    one-line hook is now installed before those imports (the first thing importing attn_only_plugin
+    does), so its PluginErrors stay one line too (the control: a refusal after the imports)."""
     import signal
     import time
 

@@ -45,7 +45,7 @@ def load(
     if not (checkpoint_dir / checkpoint_file).is_file():
         raise PluginError(
             f"no checkpoint {checkpoint_dir / checkpoint_file}: give the folder and file name "
-            "that fairseq-train (or average_checkpoints.py) wrote"
+            "that fairseq-train (or attn-only-average-checkpoints) wrote"
         )
     if data is not None and not Path(data).is_dir():
         raise PluginError(

@@ -58,7 +58,7 @@ def load_ctranslate2(
     if str(device).startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
         raise PluginError(
             f"device={device!r}: this machine has no usable CUDA GPU: pass device='cpu' to "
-            "load_ctranslate2 (translate_ctranslate2.py: --device cpu)"
+            "load_ctranslate2 (attn-only-translate-ctranslate2: --device cpu)"
         )
     if sp is not None:
         from ..guards.input_checks import check_spm_matches_dictionary

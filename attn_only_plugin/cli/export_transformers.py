@@ -39,7 +39,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         epilog="examples:\n" + doc[1] + "\n\n" + doc[2],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("checkpoint", type=Path, help="checkpoint_*.pt of fairseq-train or average_checkpoints.py")
+    p.add_argument("checkpoint", type=Path, help="checkpoint_*.pt of fairseq-train or attn-only-average-checkpoints")
     p.add_argument("--data", type=Path, required=True, help="the data-bin folder it was trained on (dict.*.txt)")
     p.add_argument("--spm-model", type=Path, required=True, help="the sentencepiece model that prepared the data")
     p.add_argument("--out", type=Path, required=True, help="the transformers model folder to write")

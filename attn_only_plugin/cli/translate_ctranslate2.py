@@ -1,4 +1,4 @@
-"""Translate a file or stdin with a model exported by export_ctranslate2.py, in batches, with a progress
+"""Translate a file or stdin with a model exported by attn-only-export-ctranslate2, in batches, with a progress
 bar on stderr, writing one detokenized translation per line (or fairseq-generate's S-/H-/D- lines).
 
     attn-only-translate-ctranslate2 work/quickstart/ct2 --spm-model work/quickstart/spm/spm.model \\
@@ -84,7 +84,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         epilog="examples:\n" + doc[1] + "\n\n" + "\n\n".join(doc[2:]),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("model", type=Path, help="the --out folder of export_ctranslate2.py")
+    p.add_argument("model", type=Path, help="the --out folder of attn-only-export-ctranslate2")
     p.add_argument("--spm-model", type=Path, help="the sentencepiece model of the data (omit: input is segmented)")
     p.add_argument("--input", default="-", help="text file, one sentence per line (default: stdin)")
     p.add_argument("--output", type=Path, help="file to write (default: stdout)")

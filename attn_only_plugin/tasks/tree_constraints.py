@@ -5,7 +5,7 @@ says how it departs). The word slots' token is read off the target dictionary (`
 words themselves). Allowed:
 
 - a word slot only while fewer slots than source words have been written: ``XX`` in Vinyals et
-  al.'s linearization; in the copy linearization (prepare_ptb.py --target-words) exactly the next
+  al.'s linearization; in the copy linearization (attn-only-prepare-ptb --target-words) exactly the next
   source word, looked up by its string in the target dictionary (``<unk>`` when it is not there);
   a source of sentencepiece pieces (a dictionary whose symbols mark word starts with ``▁``,
   attn-only-spm-prepare --source-only) counts and spells words by joining each word's pieces;

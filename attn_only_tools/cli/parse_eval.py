@@ -7,8 +7,8 @@ GENERATE_LOG is fairseq-generate's stdout: its S- lines (the source words, or se
 read back as words, checked against SPLIT.words, so that the log of another split or task is
 refused) and H- lines (predicted
 bracket sequences), in any order. Every H- token that is not a bracket (L / )L is a word slot, XX
-or a word alike (prepare_ptb.py --target-words), and gets the gold word, so both linearizations
-score the same for the same bracketing. --data holds SPLIT.words / .gold / .tags from prepare_ptb.py.
+or a word alike (attn-only-prepare-ptb --target-words), and gets the gold word, so both linearizations
+score the same for the same bracketing. --data holds SPLIT.words / .gold / .tags from attn-only-prepare-ptb.
 Malformed outputs are repaired deterministically (attn_only_tools/parsing/linearize.py) and
 counted. --out is written atomically; it may not be an input, and replaces an existing file only with --force.
 """
@@ -124,7 +124,7 @@ def main(argv=None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("log", type=Path, help="fairseq-generate output")
-    p.add_argument("--data", type=Path, required=True, help="prepare_ptb.py output folder")
+    p.add_argument("--data", type=Path, required=True, help="attn-only-prepare-ptb output folder")
     p.add_argument("--split", default="test")
     p.add_argument("--out", type=Path, help="also write the predicted trees, one per line")
     p.add_argument("--force", action="store_true", help="write over an existing --out")

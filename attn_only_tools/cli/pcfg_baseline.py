@@ -10,7 +10,7 @@ with horizontal Markovization (--markov 2), a rare-word lexicon (--rare 3), exac
 (attn_only_tools/parsing/pcfg.py). SPLIT is parsed from its words (unseen words tagged through
 their shape and suffix), or with --gold-tags from the gold POS tags. Either way the gold tags are
 put back before scoring, as
-parse_eval.py does (EVALB finds punctuation by its tag); the tagging accuracy printed is the
+attn-only-parse-eval does (EVALB finds punctuation by its tag); the tagging accuracy printed is the
 parser's own. A sentence the grammar derives no tree for gets the right-branching tree, counted.
 --out is written atomically; it may not be an input, and replaces an existing file only with --force.
 """
@@ -26,7 +26,7 @@ from attn_only_tools.parsing import evalb, linearize, pcfg, ptb
 
 
 def read_split(data: Path, split: str):
-    """(words, tags, gold tree lines) of SPLIT from prepare_ptb.py's files, checked line for line."""
+    """(words, tags, gold tree lines) of SPLIT from attn-only-prepare-ptb's files, checked line for line."""
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
     text = {}
     for ext, path in paths.items():
@@ -42,13 +42,13 @@ def read_split(data: Path, split: str):
     if not len(words) == len(tags) == len(text["gold"]):
         raise SystemExit(
             f"error: {paths['words']}, .tags and .gold have {len(words)}, {len(tags)} and "
-            f"{len(text['gold'])} lines: they are not one prepare_ptb.py output; rerun it"
+            f"{len(text['gold'])} lines: they are not one attn-only-prepare-ptb output; rerun it"
         )
     for i, (ws, ts) in enumerate(zip(words, tags, strict=False), 1):
         if len(ws) != len(ts) or not ws:
             raise SystemExit(
                 f"error: line {i} of {paths['words']} has {len(ws)} words but {paths['tags']} has "
-                f"{len(ts)} tags: they are not one prepare_ptb.py output; rerun it"
+                f"{len(ts)} tags: they are not one attn-only-prepare-ptb output; rerun it"
             )
     return words, tags, text["gold"]
 
@@ -148,7 +148,7 @@ def main(argv=None) -> None:
         epilog="examples:\n" + __doc__.split("\n\n")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--data", type=Path, required=True, help="prepare_ptb.py output folder")
+    p.add_argument("--data", type=Path, required=True, help="attn-only-prepare-ptb output folder")
     p.add_argument("--split", default="test", help="the split to parse and score (default test)")
     p.add_argument("--train", default="train", help="the split whose gold trees train the grammar")
     p.add_argument("--markov", type=int, default=2, help="horizontal Markov order h (default 2, chosen on valid)")

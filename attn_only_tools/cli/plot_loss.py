@@ -70,12 +70,12 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv in (["-h"], ["--help"]):
         description, example = __doc__.split("\n\n")[:2]
-        print(f"usage: plot_loss.py TRAIN_LOG OUT.png [--force]\n\n{description}\n\nexample:\n{example}")
+        print(f"usage: attn-only-plot-loss TRAIN_LOG OUT.png [--force]\n\n{description}\n\nexample:\n{example}")
         return
     force = "--force" in argv
     argv = [arg for arg in argv if arg != "--force"]
     if len(argv) != 2:
-        sys.exit("usage: plot_loss.py TRAIN_LOG OUT.png [--force]")
+        sys.exit("usage: attn-only-plot-loss TRAIN_LOG OUT.png [--force]")
     # the shared rule for outputs, without importing the package (and with it fairseq)
     atomic.check_output_or_exit(argv[1], [argv[0]], force, "OUT.png")
     series = read_log(Path(argv[0]))

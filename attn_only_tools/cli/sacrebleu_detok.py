@@ -1,5 +1,5 @@
 """Detokenized sacreBLEU with its signature. Departure from Vaswani et al. (2017): section 6.1
-and Table 2 report tokenized BLEU (see bleu_compound_split.py for that score); sacreBLEU on
+and Table 2 report tokenized BLEU (see attn-only-bleu-compound-split for that score); sacreBLEU on
 detokenized text (Post 2018, default 13a tokenization) is the score comparable across papers.
 
     attn-only-sacrebleu-detok HYPOTHESES REFERENCES [--tokenize 13a]

@@ -5,9 +5,9 @@
 
 The split docs/quality.md measures on: every pair of DATA's three splits, shuffled with --seed
 (Python's random.Random), the first --test pairs the test split, the next --valid the validation
-split, the rest training. (prepare_libreoffice.py splits by help page instead, so no page straddles
+split, the rest training. (attn-only-prepare-libreoffice splits by help page instead, so no page straddles
 two splits.) OUT gets
-train/valid/test.{src,tgt}, ready for spm_prepare.py; each file is written whole or not at all.
+train/valid/test.{src,tgt}, ready for attn-only-spm-prepare; each file is written whole or not at all.
 """
 
 import argparse

@@ -202,7 +202,7 @@ class Totals:
 
 
 def summary(split: str, n: int, t: "Totals") -> str:
-    """The one-line F1 summary parse_eval.py and pcfg_baseline.py print for SPLIT's n sentences."""
+    """The one-line F1 summary attn-only-parse-eval and attn-only-pcfg-baseline print for SPLIT's n sentences."""
     return (
         f"EVALB (COLLINS.prm) on {split}, {n} sentences ({t.valid} valid): F1 {t.fmeasure:.2f} "
         f"(recall {t.recall:.2f}, precision {t.precision:.2f}, complete match {t.per_valid(t.complete):.2f})"

@@ -246,7 +246,7 @@ def test_ctrl_c_in_the_export_is_one_line_and_leaves_no_folder(ckpt, tmp_path):
 
 
 def test_ctrl_c_in_translation_is_one_line_and_writes_no_output(ckpt, tmp_path):
-    """Ctrl-C after the first batch of translate_ctranslate2.py: one line, no --output."""
+    """Ctrl-C after the first batch of attn-only-translate-ctranslate2: one line, no --output."""
     model = tmp_path / "ct2"
     export(ckpt / "checkpoint.pt", "--data", ckpt / "bin", "--out", model)
     (tmp_path / "in.txt").write_text("1 2 3\n4 5\n6\n")
@@ -409,7 +409,7 @@ def test_model_folder_device_and_compute_type(ckpt, tmp_path):
             PluginError,
             match="device='cuda': this machine has no usable CUDA GPU: pass "
             "device='cpu' to load_ctranslate2 "
-            "\\(translate_ctranslate2.py: --device cpu\\)$",
+            "\\(attn-only-translate-ctranslate2: --device cpu\\)$",
         ):
             attn_only_plugin.load_ctranslate2(tmp_path / "ct2", device="cuda")
     with pytest.raises(PluginError, match="CTranslate2 cannot load .* compute_type='int3'"):

@@ -195,7 +195,7 @@ def test_unconstrained_by_default():
     assert type(generator.search).__name__ == "BeamSearch"  # not TreeConstrainedBeamSearch
 
 
-# The copy linearization (prepare_ptb.py --target-words): no XX in the target dictionary, each
+# The copy linearization (attn-only-prepare-ptb --target-words): no XX in the target dictionary, each
 # word slot holds exactly the next source word.
 
 

@@ -97,7 +97,7 @@ def test_right_branching_baseline():
 
 
 def test_target_words_linearization():
-    """prepare_ptb.py --target-words: the word itself in each slot (not in the paper)."""
+    """attn-only-prepare-ptb --target-words: the word itself in each slot (not in the paper)."""
     source, target = linearize(TREE, target_words=True)
     assert source == ["The", "cat", "sat", "on", "it", "."]
     assert " ".join(target) == "(S (NP The cat )NP (VP sat (PP on (NP it )NP )PP )VP . )S"

@@ -23,7 +23,7 @@ def parse_eval():
 
 @pytest.fixture
 def data(tmp_path):
-    """tmp/text/test.{words,tags,gold} as prepare_ptb.py writes them, for TREES."""
+    """tmp/text/test.{words,tags,gold} as attn-only-prepare-ptb writes them, for TREES."""
     text = tmp_path / "text"
     text.mkdir()
     trees = [normalize(parse_tree(t)) for t in TREES]
@@ -57,7 +57,7 @@ def test_the_split_it_translated_scores(parse_eval, data, tmp_path):
 
 
 def test_a_log_with_words_in_the_targets_scores(parse_eval, data, tmp_path):
-    """A model trained on prepare_ptb.py --target-words writes the words (or <unk>) in its slots."""
+    """A model trained on attn-only-prepare-ptb --target-words writes the words (or <unk>) in its slots."""
     log = generate_log(tmp_path / "gen.log", ["The <unk> sat .", "It rained"], target_words=True)
     assert "H-0\t-0.1\t(S (NP The cat )NP (VP sat )VP . )S" in log.read_text()
     report = parse_eval.evaluate(log, data, "test", tmp_path / "test.pred")

@@ -233,7 +233,7 @@ def script():
 
 @pytest.fixture
 def data(tmp_path):
-    """tmp/text/{train,test}.{words,tags,gold} as prepare_ptb.py writes them."""
+    """tmp/text/{train,test}.{words,tags,gold} as attn-only-prepare-ptb writes them."""
     text = tmp_path / "text"
     text.mkdir()
     for split, bank in [("train", PP_BANK), ("test", PP_BANK[2:] + ["(S (NP (NNS gnus)) (VP (VBD saw)))"])]:
@@ -316,7 +316,7 @@ def test_script_refusals_are_one_line(script, data, tmp_path, monkeypatch):
         lambda: script.main(["--data", str(data)]),
         re.escape(
             f"error: {data / 'test.words'}, .tags and .gold have 2, 1 and 2 lines: they are not one "
-            "prepare_ptb.py output; rerun it"
+            "attn-only-prepare-ptb output; rerun it"
         ),
     )
     (data / "test.tags").write_text("NNS VBD\nNNS VBD\n")
@@ -324,7 +324,7 @@ def test_script_refusals_are_one_line(script, data, tmp_path, monkeypatch):
         lambda: script.main(["--data", str(data)]),
         re.escape(
             f"error: line 1 of {data / 'test.words'} has 3 words but {data / 'test.tags'} has 2 tags: "
-            "they are not one prepare_ptb.py output; rerun it"
+            "they are not one attn-only-prepare-ptb output; rerun it"
         ),
     )
     (data / "empty.gold").write_text("")
