@@ -331,7 +331,7 @@ def test_prepare_scripts_refuse_non_utf8(tmp_path):
     (tmp_path / "wsj_0001.mrg").write_bytes(b"( (S (NN a)) )\n( (S (NN caf\xe9)) )\n")
     with pytest.raises(ValueError, match=r"wsj_0001.mrg: line 2: not UTF-8 text \(byte 0xe9\): convert"):
         read_trees(tmp_path / "wsj_0001.mrg")
-    with pytest.raises(SystemExit, match="not UTF-8 text .*convert it to UTF-8"):
+    with pytest.raises(PluginError, match="not UTF-8 text .*convert it to UTF-8"):
         load_script("sacrebleu_detok").read_lines(data / "valid.de")
 
 

@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from attn_only_tools import generate_log
-from attn_only_tools.guards.errors import install_excepthook
+from attn_only_tools.guards.errors import PluginError, install_excepthook
 
 UNK = "<unk>"  # how fairseq-generate prints a source word outside the dictionary
 
@@ -25,7 +25,7 @@ UNK = "<unk>"  # how fairseq-generate prints a source word outside the dictionar
 def read_log(log: Path):
     """({id: source words}, {id: best hypothesis tokens}) from fairseq-generate's S- and H- lines."""
     if not log.is_file():
-        raise SystemExit(f"error: {log} not found: give the file fairseq-generate's output was written to")
+        raise PluginError(f"{log} not found: give the file fairseq-generate's output was written to")
     sentences = generate_log.read(log)
     sources = {i: s.source.split() for i, s in sentences.items() if s.source is not None}
     hyps = {i: s.hypothesis.split() for i, s in sentences.items() if s.hypothesis is not None}
@@ -45,13 +45,13 @@ def check_sources(log: Path, sources: dict, words, words_path: Path) -> None:
         f"{words_path.stem} on the data-bin made from {words_path.parent}"
     )
     if not sources:
-        raise SystemExit(
-            f"error: {log} has no S- lines (source sentences): give fairseq-generate's whole output, "
+        raise PluginError(
+            f"{log} has no S- lines (source sentences): give fairseq-generate's whole output, "
             "without --quiet, not only its H- lines"
         )
     if len(sources) != len(words):
-        raise SystemExit(
-            f"error: {log} holds {len(sources)} source sentences but {words_path} has {len(words)}: "
+        raise PluginError(
+            f"{log} holds {len(sources)} source sentences but {words_path} has {len(words)}: "
             f"it is the output of another split or task; {fix}"
         )
     for i, expected in enumerate(words):
@@ -59,8 +59,8 @@ def check_sources(log: Path, sources: dict, words, words_path: Path) -> None:
         aligned = got is not None and len(got) == len(expected)
         if not aligned or any(g not in (w, UNK) for g, w in zip(got, expected, strict=True)):
             shown = "missing" if got is None else _shown(got)
-            raise SystemExit(
-                f"error: {log} is not the output for {words_path}: its sentence {i} is {shown} but line "
+            raise PluginError(
+                f"{log} is not the output for {words_path}: its sentence {i} is {shown} but line "
                 f"{i + 1} there is {_shown(expected)} (another split or task?); {fix}"
             )
 
@@ -68,8 +68,8 @@ def check_sources(log: Path, sources: dict, words, words_path: Path) -> None:
 def read_hypotheses(log: Path, hyps: dict, n: int):
     missing = [i for i in range(n) if i not in hyps]
     if missing:
-        raise SystemExit(
-            f"error: {log} has no hypothesis for sentence {missing[0]} ({len(missing)} missing): "
+        raise PluginError(
+            f"{log} has no hypothesis for sentence {missing[0]} ({len(missing)} missing): "
             "was it generated on this split, without --skip-invalid-size-inputs-valid-test?"
         )
     return [hyps[i] for i in range(n)]
@@ -88,11 +88,11 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = 
 
     def lines(ext):
         if not paths[ext].is_file():
-            raise SystemExit(f"error: {paths[ext]} not found: run attn-only-prepare-ptb first")
+            raise PluginError(f"{paths[ext]} not found: run attn-only-prepare-ptb first")
         text = [strip_bom(line, i == 0) for i, line in enumerate(paths[ext].read_text(encoding="utf-8").splitlines())]
         problem = hidden_in_lines(text, paths[ext])  # EVALB would drop such a sentence from F1
         if problem:
-            raise SystemExit(f"error: {problem}")
+            raise PluginError(f"{problem}")
         return text
 
     words = [line.split() for line in lines("words")]
@@ -106,7 +106,7 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = 
     baseline = right_branching_baseline(words, gold, tags)
     problem = unscored(result, split, data) or unscored(baseline, split, data)  # all in F1, or no F1
     if problem:
-        raise SystemExit(f"error: {problem}")
+        raise PluginError(f"{problem}")
     if out is not None:
         with atomic_output(out, "w", encoding="utf-8") as f:
             f.write("\n".join(trees) + "\n")

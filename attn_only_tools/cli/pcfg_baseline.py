@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from attn_only_tools.guards import atomic, hidden_chars
-from attn_only_tools.guards.errors import install_excepthook
+from attn_only_tools.guards.errors import PluginError, install_excepthook
 from attn_only_tools.parsing import evalb, linearize, pcfg, ptb
 
 
@@ -31,23 +31,23 @@ def read_split(data: Path, split: str):
     text = {}
     for ext, path in paths.items():
         if not path.is_file():
-            raise SystemExit(f"error: {path} not found: run attn-only-prepare-ptb first (--data is its --out folder)")
+            raise PluginError(f"{path} not found: run attn-only-prepare-ptb first (--data is its --out folder)")
         text[ext] = [
             hidden_chars.strip_bom(line, i == 0) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines())
         ]
         problem = hidden_chars.hidden_in_lines(text[ext], path)  # EVALB would drop such a sentence from F1
         if problem:
-            raise SystemExit(f"error: {problem}")
+            raise PluginError(f"{problem}")
     words, tags = [line.split() for line in text["words"]], [line.split() for line in text["tags"]]
     if not len(words) == len(tags) == len(text["gold"]):
-        raise SystemExit(
-            f"error: {paths['words']}, .tags and .gold have {len(words)}, {len(tags)} and "
+        raise PluginError(
+            f"{paths['words']}, .tags and .gold have {len(words)}, {len(tags)} and "
             f"{len(text['gold'])} lines: they are not one attn-only-prepare-ptb output; rerun it"
         )
     for i, (ws, ts) in enumerate(zip(words, tags, strict=False), 1):
         if len(ws) != len(ts) or not ws:
-            raise SystemExit(
-                f"error: line {i} of {paths['words']} has {len(ws)} words but {paths['tags']} has "
+            raise PluginError(
+                f"line {i} of {paths['words']} has {len(ws)} words but {paths['tags']} has "
                 f"{len(ts)} tags: they are not one attn-only-prepare-ptb output; rerun it"
             )
     return words, tags, text["gold"]
@@ -55,8 +55,8 @@ def read_split(data: Path, split: str):
 
 def train_parser(gold: Path, v: int, h: int, rare: int):
     if not gold.is_file():
-        raise SystemExit(
-            f"error: {gold} not found: run attn-only-prepare-ptb first, with a --split that makes this training split"
+        raise PluginError(
+            f"{gold} not found: run attn-only-prepare-ptb first, with a --split that makes this training split"
         )
     try:
         trees = [
@@ -64,13 +64,13 @@ def train_parser(gold: Path, v: int, h: int, rare: int):
             for i, line in enumerate(gold.read_text(encoding="utf-8").splitlines(), 1)
         ]
     except ValueError as e:
-        raise SystemExit(f"error: {e}") from None
+        raise PluginError(f"{e}") from None
     if not trees:
-        raise SystemExit(f"error: {gold} has no trees: give --train a split with trees")
+        raise PluginError(f"{gold} has no trees: give --train a split with trees")
     try:
         return pcfg.PCFGParser.train(trees, v, h, rare)
     except ValueError as e:  # a label the grammar's symbols cannot hold
-        raise SystemExit(f"error: {gold}: {e}") from None
+        raise PluginError(f"{gold}: {e}") from None
 
 
 def parse_all(parser, words, tags, gold_tags: bool, log):
@@ -105,9 +105,9 @@ def baseline(
 ) -> str:
     """Train, parse SPLIT, score; returns the report line (and writes --out's trees)."""
     if markov < 0:
-        raise SystemExit(f"error: --markov {markov}: give the number of siblings to remember, 0 or more")
+        raise PluginError(f"--markov {markov}: give the number of siblings to remember, 0 or more")
     if rare < 0:
-        raise SystemExit(f"error: --rare {rare}: give a word count, 0 or more")
+        raise PluginError(f"--rare {rare}: give a word count, 0 or more")
     inputs = [data / f"{s}.{ext}" for ext in ("words", "tags", "gold") for s in (split, train)]
     if out is not None:  # the shared rule for outputs: never an input, replaced only with --force
         atomic.check_output_or_exit(out, inputs, force)
@@ -131,7 +131,7 @@ def baseline(
     result = evalb.evaluate_lines(gold, lines)
     problem = evalb.unscored(result, split, data)  # every sentence is in F1, or none is reported
     if problem:
-        raise SystemExit(f"error: {problem}")
+        raise PluginError(f"{problem}")
     t = result.all
     source = "gold POS tags" if gold_tags else "words"
     return (

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from attn_only_tools.guards.errors import install_excepthook
+from attn_only_tools.guards.errors import PluginError, install_excepthook
 
 
 def _write(path: Path, lines) -> None:
@@ -34,13 +34,11 @@ def prepare(treebank: Path, out: Path, ranges, target_words: bool = False) -> di
     for split, (first, last) in ranges.items():
         files = treebank_files(treebank, first, last)
         if not files:
-            raise SystemExit(
-                f"error: no wsj_NNNN.mrg files numbered {first}-{last} under {treebank} (for the {split} split)"
-            )
+            raise PluginError(f"no wsj_NNNN.mrg files numbered {first}-{last} under {treebank} (for the {split} split)")
         try:
             data[split] = list(linearized_split(files, target_words))
         except ValueError as e:  # unbalanced brackets etc.: one line naming the file
-            raise SystemExit(f"error: {e}") from None
+            raise PluginError(f"{e}") from None
     out.mkdir(parents=True, exist_ok=True)
     for split, rows in data.items():
         _write(out / f"{split}.words", (" ".join(w) for w, _, _, _ in rows))
@@ -73,14 +71,14 @@ def main(argv=None) -> None:
     )
     a = p.parse_args(argv)
     if not a.treebank.is_dir():
-        raise SystemExit(f"error: --treebank {a.treebank} is not a folder: point it at your WSJ .mrg files")
+        raise PluginError(f"--treebank {a.treebank} is not a folder: point it at your WSJ .mrg files")
     from attn_only_tools.guards.atomic import check_output
 
     check_output(a.out, [a.treebank], a.force)  # the shared rule for outputs
     try:
         ranges = parse_ranges(a.split) if a.split else STANDARD
     except ValueError as e:
-        raise SystemExit(f"error: {e}") from None
+        raise PluginError(f"{e}") from None
     counts = prepare(a.treebank, a.out, ranges, a.target_words)
     print("[ptb] sentences: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" -> {a.out}", file=sys.stderr)
 

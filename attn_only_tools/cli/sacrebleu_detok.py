@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from attn_only_tools.guards.errors import install_excepthook
+from attn_only_tools.guards.errors import PluginError, install_excepthook
 
 
 def read_lines(path: Path):
@@ -20,21 +20,21 @@ def read_lines(path: Path):
         with open(path, encoding="utf-8-sig", newline="\n") as f:  # -sig: a leading byte order mark is no text
             return [line.rstrip("\n").rstrip("\r") for line in f]
     except FileNotFoundError:
-        raise SystemExit(f"error: {path} not found") from None
+        raise PluginError(f"{path} not found") from None
     except UnicodeDecodeError as e:
-        raise SystemExit(
-            f"error: {path} is not UTF-8 text ({e.reason} at byte {e.start}): convert it to UTF-8 first, "
+        raise PluginError(
+            f"{path} is not UTF-8 text ({e.reason} at byte {e.start}): convert it to UTF-8 first, "
             "e.g. iconv -f latin1 -t utf-8"
         ) from None
     except OSError as e:  # a folder, no permission, ...: one line, not a traceback
-        raise SystemExit(f"error: cannot read {path}: {e.strerror or e}: give a readable text file") from None
+        raise PluginError(f"cannot read {path}: {e.strerror or e}: give a readable text file") from None
 
 
 def check_aligned(hyps, refs):
     if len(hyps) != len(refs):
-        raise SystemExit(f"error: {len(hyps)} hypotheses but {len(refs)} references: the files must align")
+        raise PluginError(f"{len(hyps)} hypotheses but {len(refs)} references: the files must align")
     if not hyps:
-        raise SystemExit("error: no sentences to score (empty files)")
+        raise PluginError("no sentences to score (empty files)")
 
 
 def detok_bleu(hyps, refs, tokenize: str = "13a"):

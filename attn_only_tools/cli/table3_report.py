@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from attn_only_tools.guards import atomic
-from attn_only_tools.guards.errors import install_excepthook
+from attn_only_tools.guards.errors import PluginError, install_excepthook
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout (installed editable): examples/table3.sh lists the rows
 TOLERANCE = 0.1  # the paper prints PPL and BLEU to 0.1 (BLEU) or 0.01 (PPL): 0.1 is "no change"
@@ -90,16 +90,12 @@ def read_results(work: Path):
             r = json.loads(path.read_text())
             row = r["row"]
         except (ValueError, KeyError) as e:
-            raise SystemExit(
-                f"error: {path} is no result.json of table3.sh ({e}): remove it or rerun that row"
-            ) from None
+            raise PluginError(f"{path} is no result.json of table3.sh ({e}): remove it or rerun that row") from None
         if row != path.parent.parent.name:
-            raise SystemExit(f"error: {path} holds row {row}'s result, not {path.parent.parent.name}'s: move it back")
+            raise PluginError(f"{path} holds row {row}'s result, not {path.parent.parent.name}'s: move it back")
         results.setdefault(row, []).append(r)
     if "base" not in results:
-        raise SystemExit(
-            f"error: no base row in {work} (WORK/base/seed*/result.json): run SMALL=1 table3.sh base first"
-        )
+        raise PluginError(f"no base row in {work} (WORK/base/seed*/result.json): run SMALL=1 table3.sh base first")
     return results
 
 
@@ -221,7 +217,7 @@ def main(argv=None) -> int:
         sys.stdout.write(params_table())
         return 0
     if a.work is None or not a.work.is_dir():
-        raise SystemExit(f"error: {a.work} is not a folder: give the WORK folder of SMALL=1 examples/table3.sh")
+        raise PluginError(f"{a.work} is not a folder: give the WORK folder of SMALL=1 examples/table3.sh")
     inputs = sorted(a.work.glob("*/seed*/result.json"))
     for out, flag in ((a.out, "--out"), (a.figure, "--figure")):
         if out is not None:
