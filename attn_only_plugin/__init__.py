@@ -10,22 +10,42 @@ Importing the package registers the model (`attn_only_transformer` with architec
 checkpoints, repairs fairseq-fixed's dropped final batch (fairseq_fixes.py), checks input (data
 directory, interactive lines, sentencepiece model, NaN training: guards/input_checks.py;
 dictionaries, .bin/.idx files, split sizes, --beam, --update-freq: guards/data_checks.py), and turns
-every error that ends a run into a one-line message (guards/errors.py, guards/explain.py).
-The layers (which folder may import which) are in docs/development.md and pyproject.toml.
+every error that ends a run into a one-line message (attn_only_tools/guards/errors.py and
+explain.py: the sibling package of what needs no fairseq, which this one imports and which never
+imports it). The layers (which folder may import which) are in docs/development.md and pyproject.toml.
 """
 
 __version__ = "0.1.0"
 
-from . import fairseq_fixes  # noqa: E402
-from .guards import data_checks, errors, input_checks, safe_load  # noqa: E402
+# first, before fairseq's slow imports: from here on an error or Ctrl-C that ends the run is one line
+from attn_only_tools.guards import errors  # noqa: E402
 
+_hooked = errors.install_excepthook()
+
+import logging  # noqa: E402
+import sys  # noqa: E402
+
+# Imported before fairseq (from Python or an attn-only-* command; a fairseq CLI imports fairseq first):
+# fairseq's import-time INFO lines ("Please install tensorboardX") are not the command's output, so
+# its logger stays at WARNING while it imports, and is given back its level at the end of this file.
+_fairseq_logger, _fairseq_level = logging.getLogger("fairseq"), logging.getLogger("fairseq").level
+if "fairseq" not in sys.modules:
+    _fairseq_logger.setLevel(logging.WARNING)
+
+from . import fairseq_fixes  # noqa: E402
+from .guards import data_checks, input_checks, safe_load, wrap  # noqa: E402
+
+for _target in _hooked:
+    wrap.record(_target)
 safe_load.install()
-errors.install_excepthook()
 fairseq_fixes.install()
 input_checks.install()
 data_checks.install()
 
+from attn_only_tools.guards.errors import PluginError  # noqa: E402,F401  (what every bad input raises; one class for both packages)
+
 from . import criterions, lr_scheduler, models, optim, tasks  # noqa: E402,F401  (registration)
 from .api.hub import load  # noqa: E402,F401  (Python API)
 from .api.hub_ctranslate2 import load_ctranslate2  # noqa: E402,F401  (Python API on a CTranslate2 export)
-from .guards.errors import PluginError  # noqa: E402,F401  (what every bad input raises)
+
+_fairseq_logger.setLevel(_fairseq_level)

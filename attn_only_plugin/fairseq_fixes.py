@@ -173,7 +173,7 @@ def write_atomic(path, write) -> None:
     PATH is either the old file or the complete new one at every moment (also after a crash of the
     machine: the data are on disk before the rename); the temporary file is removed if write raises.
     PATH.tmp is a fixed name, so a file left by a kill is overwritten by the next write, not piled up."""
-    from .guards.atomic import atomic_output
+    from attn_only_tools.guards.atomic import atomic_output
 
     path = os.fspath(path)
     with atomic_output(path, "wb", tmp_path=path + ".tmp") as f:

@@ -64,7 +64,7 @@ require_corpus() {  # require_corpus DIR SRC TGT
 prepare() {  # prepare CORPUS SRC TGT VOCAB WORK [MODEL_TYPE: bpe (default) or unigram]
   if [ -f "$5/data-bin/dict.$2.txt" ]; then say "prepared data found in $5/data-bin: reused"; return; fi
   say "sentencepiece (${6:-bpe}), joint vocabulary $4"
-  "$PY" "$REPO/scripts/spm_prepare.py" --data "$1" --src "$2" --tgt "$3" --vocab-size "$4" \
+  "$BIN/attn-only-spm-prepare" --data "$1" --src "$2" --tgt "$3" --vocab-size "$4" \
       --model-type "${6:-bpe}" --out "$5/spm" --force `# the recipe's own folder: redone until data-bin exists`
   say "fairseq-preprocess --joined-dictionary"
   "$BIN/fairseq-preprocess" --source-lang "$2" --target-lang "$3" --trainpref "$5/spm/train" \
@@ -115,26 +115,16 @@ update_freq() {  # update_freq GPUS MAX_TOKENS: steps of ~25,000 source tokens (
 }
 
 last_checkpoints() {  # last_checkpoints CHECKPOINT_DIR N: the last N checkpoints, oldest first, one a line
-  # fairseq writes no checkpoint_E_U.pt when training stops exactly at an epoch's end, only
-  # checkpoint_last.pt: it then stands in for the newest interval checkpoint.
-  local dir=$1 n=$2 inter
-  mapfile -t inter < <(find "$dir" -maxdepth 1 -name 'checkpoint_*_*.pt' | sed -E 's/.*_([0-9]+)\.pt$/\1 &/' \
-                       | sort -n | cut -d' ' -f2-)
-  local count=${#inter[@]} take  # ${a[@]: -k} is empty when k > length: clamp the offsets
-  if [ "$count" -gt 0 ] && cmp -s "${inter[-1]}" "$dir/checkpoint_last.pt"; then
-    take=$(( n < count ? n : count ))
-    printf '%s\n' "${inter[@]:count-take}"
-  else
-    take=$(( n - 1 < count ? n - 1 : count ))
-    printf '%s\n' "${inter[@]:count-take}" "$dir/checkpoint_last.pt"
-  fi
+  # the rule is the package's (checkpoint_last.pt stands in for the newest when fairseq wrote no
+  # checkpoint_E_U.pt for it): attn-only-average-checkpoints --list-last
+  "$BIN/attn-only-average-checkpoints" --list-last "$2" "$1"
 }
 
 average() {  # average CHECKPOINT_DIR N: the mean of the last N checkpoints, the final weights included
   local dir=$1 n=$2 inputs
   mapfile -t inputs < <(last_checkpoints "$dir" "$n")
   say "averaging the last $n checkpoints: ${inputs[*]##*/}"
-  "$PY" "$REPO/scripts/average_checkpoints.py" --inputs "${inputs[@]}" --output "$dir/checkpoint_avg.pt" --force
+  "$BIN/attn-only-average-checkpoints" --inputs "${inputs[@]}" --output "$dir/checkpoint_avg.pt" --force
 }
 
 evaluate() {  # evaluate WORK CHECKPOINT SRC TGT CORPUS SPLIT [extra generate flags]
@@ -146,7 +136,7 @@ evaluate() {  # evaluate WORK CHECKPOINT SRC TGT CORPUS SPLIT [extra generate fl
     || { tail -5 "$work/generate.err" >&2; exit 1; }
   grep '^H-' "$work/generate.log" | sort -t- -k2 -n | cut -f3 >"$work/hyp.$tgt"
   say "sacreBLEU (detokenized) on $(wc -l <"$work/hyp.$tgt") sentences"
-  "$PY" "$REPO/scripts/sacrebleu_detok.py" "$work/hyp.$tgt" "$corpus/$split.$tgt" | tee "$work/bleu.txt"
+  "$BIN/attn-only-sacrebleu-detok" "$work/hyp.$tgt" "$corpus/$split.$tgt" | tee "$work/bleu.txt"
 }
 
 ctranslate2_compare() {  # ctranslate2_compare WORK CHECKPOINT SRC TGT CORPUS SPLIT (after evaluate)
@@ -158,13 +148,13 @@ ctranslate2_compare() {  # ctranslate2_compare WORK CHECKPOINT SRC TGT CORPUS SP
   for q in float32 int8; do
     flags=(); [ "$q" = int8 ] && flags=(--quantization int8)
     say "CTranslate2 $q: export, translate the $split split ($threads threads)"
-    "$PY" "$REPO/scripts/export_ctranslate2.py" "$ckpt" --data "$work/data-bin" --out "$work/ct2-$q" --force \
+    "$BIN/attn-only-export-ctranslate2" "$ckpt" --data "$work/data-bin" --out "$work/ct2-$q" --force \
         "${flags[@]}" 2>"$work/ct2-$q.err" || { tail -3 "$work/ct2-$q.err" >&2; exit 1; }
-    "$PY" "$REPO/scripts/translate_ctranslate2.py" "$work/ct2-$q" --spm-model "$work/spm/spm.model" \
+    "$BIN/attn-only-translate-ctranslate2" "$work/ct2-$q" --spm-model "$work/spm/spm.model" \
         --input "$corpus/$split.$src" --output "$work/hyp-ct2-$q.$tgt" --force --batch-size 64 \
         --inter-threads 1 --intra-threads "$threads" --quiet 2>>"$work/ct2-$q.err" \
       || { tail -3 "$work/ct2-$q.err" >&2; exit 1; }
-    "$PY" "$REPO/scripts/sacrebleu_detok.py" "$work/hyp-ct2-$q.$tgt" "$corpus/$split.$tgt" >"$work/bleu-ct2-$q.txt"
+    "$BIN/attn-only-sacrebleu-detok" "$work/hyp-ct2-$q.$tgt" "$corpus/$split.$tgt" >"$work/bleu-ct2-$q.txt"
   done
   {
     echo "| decoder (beam 4, alpha 0.6) | sacreBLEU | sentences/s | hypotheses identical to fairseq-generate's |"
@@ -198,36 +188,12 @@ transformers_compare() {  # transformers_compare WORK CHECKPOINT SRC TGT CORPUS 
   local work=$1 ckpt=$2 src=$3 tgt=$4 corpus=$5 split=$6
   local threads; threads="$(nproc)"
   say "transformers MarianMTModel: export, translate the $split split with generate() ($threads threads)"
-  "$PY" "$REPO/scripts/export_transformers.py" "$ckpt" --data "$work/data-bin" --spm-model "$work/spm/spm.model" \
+  "$BIN/attn-only-export-transformers" "$ckpt" --data "$work/data-bin" --spm-model "$work/spm/spm.model" \
       --out "$work/hf" --force --bleu "$(head -1 "$work/bleu.txt")" 2>"$work/hf.err" \
     || { tail -3 "$work/hf.err" >&2; exit 1; }
-  "$PY" - "$work/hf" "$corpus/$split.$src" "$work/hyp-hf.$tgt" "$threads" 2>>"$work/hf.err" <<'PY' \
-    || { tail -3 "$work/hf.err" >&2; exit 1; }
-import os, sys, time
-import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-folder, source, out, threads = sys.argv[1:]
-torch.set_num_threads(int(threads))
-tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
-lines = open(source, encoding="utf-8").read().splitlines()
-order = sorted(range(len(lines)), key=lambda i: len(lines[i]))  # batches of similar lengths, as fairseq's
-hyps, start = [None] * len(lines), time.perf_counter()
-with torch.inference_mode():
-    for b in range(0, len(order), 32):
-        rows = order[b : b + 32]
-        batch = tokenizer([lines[i] for i in rows], return_tensors="pt", padding=True)
-        cap = batch["input_ids"].shape[1] + 51  # fairseq's: longest source with </s>, + 50, + the forced </s>
-        generated = model.generate(**batch, max_new_tokens=cap)
-        for i, text in zip(rows, tokenizer.batch_decode(generated, skip_special_tokens=True)):
-            hyps[i] = text
-        print(f"[transformers] {b + len(rows)}/{len(lines)} sentences", file=sys.stderr, flush=True)
-seconds = time.perf_counter() - start
-with open(out + ".tmp", "w", encoding="utf-8") as f:
-    f.writelines(h + "\n" for h in hyps)
-os.replace(out + ".tmp", out)
-print(f"[translate] {len(lines)} sentences in {seconds:.1f} s ({len(lines) / seconds:.1f} sentences/s)", file=sys.stderr)
-PY
-  "$PY" "$REPO/scripts/sacrebleu_detok.py" "$work/hyp-hf.$tgt" "$corpus/$split.$tgt" >"$work/bleu-hf.txt"
+  "$BIN/attn-only-translate-transformers" "$work/hf" --input "$corpus/$split.$src" --output "$work/hyp-hf.$tgt" \
+      --threads "$threads" --force 2>>"$work/hf.err" || { tail -3 "$work/hf.err" >&2; exit 1; }
+  "$BIN/attn-only-sacrebleu-detok" "$work/hyp-hf.$tgt" "$corpus/$split.$tgt" >"$work/bleu-hf.txt"
   speed_row "$work" "$tgt" "transformers MarianMTModel, generate()" "hyp-hf.$tgt" bleu-hf.txt hf.err \
     | tee -a "$work/speed.txt"
 }
@@ -257,5 +223,5 @@ paper_bleu() {  # paper_bleu HYP REF: tokenized, compound-split BLEU (section 6.
     "$PY" -c "import sys; from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a as T; t = T()
 sys.stdout.writelines(t(l.rstrip('\n')) + '\n' for l in open(sys.argv[1], encoding='utf-8'))" "${f%%:*}" >"${f#*:}"
   done
-  "$PY" "$REPO/scripts/bleu_compound_split.py" "$tok" "$reftok"
+  "$BIN/attn-only-bleu-compound-split" "$tok" "$reftok"
 }

@@ -22,16 +22,16 @@ if [ -z "${CORPUS:-}" ]; then
   CORPUS="$WORK/libreoffice_en_de"
   if [ ! -s "$CORPUS/train.de" ]; then
     say "aligning the LibreOffice help EN-DE (Debian packages)"
-    "$PY" "$REPO/scripts/prepare_libreoffice.py" --lang de --workdir "$WORK/debs" --out "$CORPUS" \
+    "$BIN/attn-only-prepare-libreoffice" --lang de --workdir "$WORK/debs" --out "$CORPUS" \
         ${DEBS_DIR:+--debs-dir "$DEBS_DIR"}
   fi
 fi
 say "pooling and splitting: 1,000 test, 1,000 valid, the rest train (seed 1)"
-"$PY" "$REPO/scripts/shuffle_split.py" --data "$CORPUS" --src en --tgt de --test "${TEST:-1000}" \
+"$BIN/attn-only-shuffle-split" --data "$CORPUS" --src en --tgt de --test "${TEST:-1000}" \
     --valid "${VALID:-1000}" --seed 1 --out "$WORK/raw"
 prepare "$WORK/raw" en de "${VOCAB:-8000}" "$WORK" unigram  # section 5.1's shared vocabulary, unigram as docs/quality.md specifies
 # shellcheck disable=SC2086  # SEEDS and RECIPES are word lists on purpose
-"$PY" "$REPO/scripts/compare_quality.py" --data-bin "$WORK/data-bin" --work "$WORK/runs" \
+"$PY" "$REPO/benchmarks/compare_quality.py" --data-bin "$WORK/data-bin" --work "$WORK/runs" \
     --updates "${UPDATES:-2500}" --seeds ${SEEDS:-1 2 3} --recipes ${RECIPES:-alike} \
     --layers 2 --d-model 128 --d-ff 512 --heads 4 `# N, d_model, d_ff, h: Table 3 base shrunk for a CPU` \
     --dropout 0.1 `# P_drop, section 5.4` --warmup 400 --max-tokens 2048 --jobs 2 \

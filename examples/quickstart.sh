@@ -32,8 +32,8 @@ train_quickstart "$WORK/data-bin" "$WORK" "$UPDATES" 1  # the model and settings
 average "$WORK/checkpoints" 5               # section 6.1: average the last 5 checkpoints
 evaluate "$WORK" "$WORK/checkpoints/checkpoint_avg.pt" en de "$CORPUS" test
 say "copy-the-source baseline (the English input scored as if it were German):"
-"$PY" "$REPO/scripts/sacrebleu_detok.py" "$CORPUS/test.en" "$CORPUS/test.de" | tee "$WORK/baseline.txt"
+"$BIN/attn-only-sacrebleu-detok" "$CORPUS/test.en" "$CORPUS/test.de" | tee "$WORK/baseline.txt"
 ctranslate2_compare "$WORK" "$WORK/checkpoints/checkpoint_avg.pt" en de "$CORPUS" test  # docs/export.md
 transformers_compare "$WORK" "$WORK/checkpoints/checkpoint_avg.pt" en de "$CORPUS" test  # docs/export.md
-"$PY" "$REPO/scripts/plot_loss.py" "$WORK/train.log" "$WORK/loss.png" --force  # the recipe's own plot, redrawn
+"$BIN/attn-only-plot-loss" "$WORK/train.log" "$WORK/loss.png" --force  # the recipe's own plot, redrawn
 say "done: model $WORK/checkpoints/checkpoint_avg.pt, translations $WORK/hyp.de, plot $WORK/loss.png"

@@ -66,12 +66,12 @@ refuse_other_settings "$WORK/train.settings" "$train_settings" "$WORK/checkpoint
     "remove $WORK/checkpoints to train again" "$WORK/checkpoints/checkpoint_last.pt"
 say "linearizing trees (Vinyals et al. 2015)"
 # shellcheck disable=SC2086  # SPLIT and the FLAGS are word lists on purpose
-"$PY" "$REPO/scripts/prepare_ptb.py" --treebank "$WSJ" --out "$WORK/text" --force ${SPLIT:+--split $SPLIT} ${PREPARE_FLAGS:-}
+"$BIN/attn-only-prepare-ptb" --treebank "$WSJ" --out "$WORK/text" --force ${SPLIT:+--split $SPLIT} ${PREPARE_FLAGS:-}
 if [ ! -f "$WORK/data-bin/dict.words.txt" ]; then
   rm -rf "$WORK/data-bin.tmp"  # what a failed or killed fairseq-preprocess left
   text="$WORK/text" srcdict=()
   if [ -n "${SUBWORDS:-}" ]; then  # the source as sentencepiece pieces (not the paper's): targets keep the words
-    "$PY" "$REPO/scripts/spm_prepare.py" --data "$WORK/text" --src words --tgt tree --vocab-size "$SUBWORDS" \
+    "$BIN/attn-only-spm-prepare" --data "$WORK/text" --src words --tgt tree --vocab-size "$SUBWORDS" \
         --source-only --out "$WORK/pieces" --force
     text="$WORK/pieces" srcdict=(--srcdict "$WORK/pieces/dict.words.txt")  # every piece, seen in training or not
   fi
@@ -109,12 +109,12 @@ parse_split() {  # parse_split SPLIT: decode SPLIT with section 6.3's settings, 
       --max-len-a "${MAX_LEN_A:-1}" --max-len-b "${MAX_LEN_B:-300}" --batch-size 16 `# section 6.3: input + 300` \
       $([ "${SMALL:-0}" = 1 ] && echo --cpu) ${GEN_FLAGS:-} >"$WORK/generate.$1.log" 2>"$WORK/generate.$1.err" \
     || { tail -5 "$WORK/generate.$1.err" >&2; exit 1; }
-  "$PY" "$REPO/scripts/parse_eval.py" "$WORK/generate.$1.log" --data "$WORK/text" --split "$1" \
+  "$BIN/attn-only-parse-eval" "$WORK/generate.$1.log" --data "$WORK/text" --split "$1" \
       --out "$WORK/$1.pred" --force | tee "$WORK/f1.$1.txt"
 }
 parse_split valid  # select settings on this one (never on test)
 parse_split test
 say "treebank PCFG baseline (v=2, h=2, rare 3; Klein & Manning 2003), trained on the same train split"
-[ -s "$WORK/pcfg.txt" ] || { "$PY" "$REPO/scripts/pcfg_baseline.py" --data "$WORK/text" --split test \
+[ -s "$WORK/pcfg.txt" ] || { "$BIN/attn-only-pcfg-baseline" --data "$WORK/text" --split test \
     --out "$WORK/test.pcfg" --force >"$WORK/pcfg.tmp" && mv "$WORK/pcfg.tmp" "$WORK/pcfg.txt"; }
 cat "$WORK/pcfg.txt"

@@ -1,59 +1,9 @@
-#!/usr/bin/env python
-"""The paper's BLEU: section 6.1 and Table 2 of Vaswani et al. (2017) report tokenized BLEU on
-WMT 2014 English-German with hyphenated compounds split, as tensor2tensor's get_ende_bleu.sh
-(and fairseq's compound_split_bleu.sh) do: "a-b" becomes "a ##AT##-##AT## b" in hypotheses and
-references, then corpus BLEU on the tokens as they are.
+"""moved to attn-only-bleu-compound-split (attn_only_tools.cli.bleu_compound_split);
+this file keeps `python scripts/bleu_compound_split.py` working."""
 
-    python scripts/bleu_compound_split.py HYPOTHESES REFERENCES
-
-Both files must already be tokenized the same way (the paper: Moses tokenizer); nothing is
-tokenized here (sacreBLEU with tokenize='none', force=True). Departure: the score comes from
-sacreBLEU (exponential smoothing of zero n-gram counts, as sacreBLEU's default) instead of
-multi-bleu.perl; on a corpus with no zero counts the two agree.
-"""
-
-import argparse
-import re
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its one-line errors)
-from sacrebleu_detok import check_aligned, read_lines  # noqa: E402
-
-_COMPOUND = re.compile(r"(\S)-(\S)")
-
-
-def split_compounds(line: str) -> str:
-    """One left-to-right pass of perl's s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g, as the reference
-    scripts run it: 'Auto-Industrie' -> 'Auto ##AT##-##AT## Industrie'; matches do not overlap,
-    so 'a-b-c' -> 'a ##AT##-##AT## b-c' exactly as there."""
-    return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
-
-
-def compound_split_bleu(hyps, refs):
-    """Corpus BLEU of tokenized hypotheses against one tokenized reference each, compounds split."""
-    import sacrebleu
-
-    check_aligned(hyps, refs)
-    return sacrebleu.corpus_bleu(
-        [split_compounds(h) for h in hyps], [[split_compounds(r) for r in refs]], tokenize="none", force=True
-    )
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("hypotheses", type=Path, help="tokenized hypotheses, one sentence per line")
-    p.add_argument("references", type=Path, help="tokenized references, the same number of lines")
-    a = p.parse_args(argv)
-    print(compound_split_bleu(read_lines(a.hypotheses), read_lines(a.references)))
-    return 0
-
+from attn_only_tools.cli.bleu_compound_split import main
 
 if __name__ == "__main__":
-    _standalone.one_line_errors()
     sys.exit(main())

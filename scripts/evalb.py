@@ -1,65 +1,9 @@
-#!/usr/bin/env python
-"""EVALB in Python for Section 6.3 of Vaswani et al. (2017): labelled bracketing recall,
-precision and F-measure of the TEST trees against the GOLD trees, with evalb.c's argument order,
-per-sentence table and summary, and COLLINS.prm's rules unless -p names a parameter file. GOLD
-and TEST hold one bracketed tree per line, in the same order.
+"""moved to attn-only-evalb (attn_only_tools.cli.evalb);
+this file keeps `python scripts/evalb.py` working."""
 
-    python scripts/evalb.py work/wsj_parsing/text/test.gold work/wsj_parsing/test.pred
-
-Departure from evalb.c: files with different line counts, missing files and
-input evalb.c cannot read are a one-line ``error: ...`` and exit status 1
-(evalb.c prints a summary for differing line counts).
-"""
-
-import argparse
 import sys
-from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _standalone  # noqa: E402  (the package's fairseq-free files, e.g. its one-line errors)
-
-evalb = _standalone.load("parsing/evalb.py")  # the package's EVALB, without importing fairseq
-
-
-def run_evalb(gold, test, param=None, cutoff=None, max_error=None):
-    """(report text, per-line error messages) of scoring TEST against GOLD."""
-    params = evalb.read_params(param) if param else evalb.COLLINS
-    if cutoff is not None:
-        params = replace(params, cutoff_len=cutoff)
-    if max_error is not None:
-        params = replace(params, max_error=max_error)
-    gold_lines, test_lines = evalb.read_lines(gold), evalb.read_lines(test)
-    if not gold_lines:  # EVALB printed an all-zero report, exit 0, for nothing to score
-        raise evalb.EvalbError(f"{gold} holds no trees: give the gold file, one bracketed tree per line")
-    result = evalb.evaluate_lines(gold_lines, test_lines, params)
-    errors = [f"{r.line} : {message}" for r in result.sentences for message in r.errors]
-    return evalb.format_report(result), errors
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("gold")
-    parser.add_argument("test")
-    parser.add_argument("-p", dest="param", help="EVALB parameter file (default: COLLINS.prm)")
-    parser.add_argument("-c", dest="cutoff", type=int, help="cut-off length for statistics")
-    parser.add_argument("-e", dest="max_error", type=int, help="number of errors to stop at")
-    args = parser.parse_args(argv)
-    try:
-        report, errors = run_evalb(args.gold, args.test, args.param, args.cutoff, args.max_error)
-    except (OSError, evalb.EvalbError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    sys.stdout.write(report)
-    for message in errors:
-        print(message, file=sys.stderr)
-    return 0
-
+from attn_only_tools.cli.evalb import main
 
 if __name__ == "__main__":
-    _standalone.one_line_errors()
     sys.exit(main())

@@ -101,8 +101,26 @@ else
   "${PIP[@]}" --no-deps --no-build-isolation "$FAIRSEQ_SPEC"
 fi
 
-# -I: do not let the current directory (often the repo root itself) satisfy the import.
-if [ "$("$PY" -I -c 'import importlib.util as u, os; s = u.find_spec("attn_only_plugin"); print(os.path.dirname(os.path.dirname(s.origin)) if s else "")' 2>/dev/null)" = "$ROOT" ]; then
+# Installed from this checkout: both packages found in ROOT (-I: not through the current directory,
+# often the repo root itself) and the installed commands those of pyproject.toml's [project.scripts]
+# (an install of an older checkout lacks the newer ones: it is installed again).
+installed_here() {
+  "$PY" -I - "$ROOT" <<'PY' 2>/dev/null
+import importlib.metadata as md, importlib.util as u, os, sys
+try:
+    import tomllib
+except ModuleNotFoundError:
+    from pip._vendor import tomli as tomllib
+root = sys.argv[1]
+specs = [u.find_spec(name) for name in ("attn_only_plugin", "attn_only_tools")]
+here = all(s and os.path.dirname(os.path.dirname(s.origin)) == root for s in specs)
+with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+    wanted = set(tomllib.load(f)["project"].get("scripts", {}))
+have = {e.name for e in md.distribution("attn_only_plugin").entry_points if e.group == "console_scripts"}
+sys.exit(0 if here and have == wanted else 1)
+PY
+}
+if installed_here; then
   log "attn_only_plugin already installed (editable) from $ROOT"
 else
   log "installing attn_only_plugin (editable) from $ROOT"

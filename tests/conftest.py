@@ -10,16 +10,11 @@ a module's own wrapper, ...) are followed through the names their code refers to
 """
 
 import os
-import sys
-from pathlib import Path
+import subprocess
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(TESTS))
-sys.path.insert(0, str(TESTS.parent))
-
-from helpers import ARCH, TIERS, make_dictionary, reversal_data, starts_processes, train  # noqa: E402
+from helpers import ARCH, TIERS, command, make_dictionary, reversal_data, starts_processes, tool, train
 
 
 def pytest_collection_modifyitems(config, items):
@@ -71,3 +66,21 @@ def setup(tmp_path_factory):
 @pytest.fixture(scope="module")
 def checkpoint(setup):
     return setup / "ckpt" / "checkpoint_last.pt"
+
+
+@pytest.fixture
+def script():
+    """script('training_flops') -> the module of that command (helpers.tool)."""
+    return tool
+
+
+@pytest.fixture
+def cli():
+    """cli('average_checkpoints', *args) -> CompletedProcess of the command as a user runs it:
+    attn-only-average-checkpoints ARGS (a console script), python benchmarks/NAME.py ARGS."""
+
+    def run(name, *args):
+        env = dict(os.environ, PYTHONWARNINGS="ignore")
+        return subprocess.run([*command(name), *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
+
+    return run

@@ -26,13 +26,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import attn_only_plugin  # noqa: F401  (registers everything)
+from attn_only_plugin.guards.save_dir import LOCK_NAME
+from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
-sys.path.insert(0, str(ROOT))
-
-import attn_only_plugin  # noqa: E402,F401  (registers everything)
-from attn_only_plugin.guards.save_dir import LOCK_NAME  # noqa: E402
-from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig  # noqa: E402
 
 PLUGIN = str(ROOT / "attn_only_plugin")
 BIN = Path(sys.executable).parent
@@ -150,14 +149,31 @@ def decode_with_reorders(model, src, prev, enc, orders, reference=None, atol=1e-
     return enc, state
 
 
-def script(name):
-    """scripts/NAME.py as a module (scripts/ is not a package)."""
-    import importlib.util
+# The commands: each module of attn_only_tools/cli/ and attn_only_plugin/cli/ is the console script
+# attn-only-NAME (pyproject.toml's [project.scripts]); benchmarks/NAME.py are run as files.
+TOOLS = sorted(p.stem for p in (ROOT / "attn_only_tools" / "cli").glob("[!_]*.py"))
+PLUGIN_TOOLS = sorted(p.stem for p in (ROOT / "attn_only_plugin" / "cli").glob("[!_]*.py"))
+BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("[!_]*.py"))
 
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+
+def tool(name):
+    """The module behind the command NAME, imported by its name: attn_only_tools.cli.NAME,
+    attn_only_plugin.cli.NAME, or benchmarks/NAME.py's module (pytest.ini puts benchmarks/ on the path,
+    as running the script puts its own folder)."""
+    import importlib
+
+    if name in TOOLS:
+        return importlib.import_module(f"attn_only_tools.cli.{name}")
+    if name in PLUGIN_TOOLS:
+        return importlib.import_module(f"attn_only_plugin.cli.{name}")
+    return importlib.import_module(name)
+
+
+def command(name) -> list:
+    """The command line that runs NAME as a user does: its console script, or python benchmarks/NAME.py."""
+    if name in TOOLS or name in PLUGIN_TOOLS:
+        return [str(BIN / f"attn-only-{name.replace('_', '-')}")]
+    return [sys.executable, str(ROOT / "benchmarks" / f"{name}.py")]
 
 
 # --- the test tiers (conftest.py marks `slow` what starts a process) ---------------------------------

@@ -7,11 +7,10 @@ Cases covered elsewhere (docs/reliability.md names them): d_model not divisible 
 unknown --arch (test_end_to_end.py::test_bad_input_one_line_errors), an input longer than the
 positions at fairseq-generate (test_end_to_end.py::test_input_longer_than_positions), averaging zero
 checkpoints or checkpoints of different shapes/names and a truncated one
-(scripts/test_average_checkpoints.py::test_refusals_are_one_line_and_leave_output_alone), a
+(tests/cli/test_average_checkpoints.py::test_refusals_are_one_line_and_leave_output_alone), a
 treebank with unbalanced brackets (parsing/test_ptb.py, parsing/test_pipeline.py), a checkpoint
 whose pickle would run code (test_untrusted_checkpoints.py)."""
 
-import importlib.util
 import os
 import re
 import shutil
@@ -23,17 +22,15 @@ import pytest
 import torch
 
 import attn_only_plugin
-from attn_only_plugin.guards.errors import PluginError
-from helpers import ARCH, PLUGIN, ROOT, generate, interactive, one_line_error, run, snapshot, train
+from attn_only_tools.guards.errors import PluginError
+from helpers import ARCH, BIN, PLUGIN, generate, interactive, one_line_error, run, snapshot, tool, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def load_script(name):
-    spec = importlib.util.spec_from_file_location(f"bad_input_{name}", ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The module of the command NAME (attn_only_tools.cli.NAME or attn_only_plugin.cli.NAME)."""
+    return tool(name)
 
 
 # 1. missing or empty data directory -----------------------------------------------------------
@@ -77,7 +74,7 @@ def test_missing_checkpoint_and_split_name_the_fix(setup, checkpoint, tmp_path):
         f"Model file not found: {tmp_path / 'nope.pt'}",
         "give --path a checkpoint that exists",
     )
-    from attn_only_plugin.guards.errors import _find_plugin_error  # fairseq's message for a missing split
+    from attn_only_tools.guards.errors import _find_plugin_error  # fairseq's message for a missing split
 
     err, fix = _find_plugin_error(FileNotFoundError(f"Dataset not found: test7 ({setup / 'bin'})"))
     assert err is not None and "--gen-subset" in fix
@@ -313,8 +310,7 @@ def test_prepare_scripts_refuse_non_utf8(tmp_path):
     (data / "valid.de").write_bytes(b"ein Satz\nGr\xfc\xdfe\n")  # latin-1
     proc = subprocess.run(
         [
-            sys.executable,
-            str(ROOT / "scripts" / "spm_prepare.py"),
+            str(BIN / "attn-only-spm-prepare"),
             "--data",
             str(data),
             "--vocab-size",
@@ -330,12 +326,12 @@ def test_prepare_scripts_refuse_non_utf8(tmp_path):
         "first, e.g. iconv -f latin1 -t utf-8"
     ]
     assert not (tmp_path / "out").exists()
-    from attn_only_plugin.parsing.ptb import read_trees
+    from attn_only_tools.parsing.ptb import read_trees
 
     (tmp_path / "wsj_0001.mrg").write_bytes(b"( (S (NN a)) )\n( (S (NN caf\xe9)) )\n")
     with pytest.raises(ValueError, match=r"wsj_0001.mrg: line 2: not UTF-8 text \(byte 0xe9\): convert"):
         read_trees(tmp_path / "wsj_0001.mrg")
-    with pytest.raises(SystemExit, match="not UTF-8 text .*convert it to UTF-8"):
+    with pytest.raises(PluginError, match="not UTF-8 text .*convert it to UTF-8"):
         load_script("sacrebleu_detok").read_lines(data / "valid.de")
 
 
@@ -607,7 +603,7 @@ def test_convert_output_in_missing_folder(checkpoint, tmp_path):
 
 def test_constrain_trees_on_translation_data(setup, checkpoint):
     proc = generate(setup, checkpoint, "--task", "constituency_parsing", "--constrain-trees")
-    one_line_error(proc, "--constrain-trees: the target dictionary has no XX", "prepare_ptb.py")
+    one_line_error(proc, "--constrain-trees: the target dictionary has no XX", "attn-only-prepare-ptb")
     proc = generate(
         setup, checkpoint, "--task", "constituency_parsing", "--constrain-trees", "--sampling", "--nbest", 2
     )
@@ -641,8 +637,8 @@ def test_check_output_rule(tmp_path):
     """atomic.check_output, the one rule every writing command uses: an output may not be,
     hold or lie inside an input, however the path is written, --force or not; an existing output
     is replaced only with force; inputs that do not exist are left to their own checks."""
-    from attn_only_plugin.guards.atomic import check_output
-    from attn_only_plugin.guards.errors import PluginError
+    from attn_only_tools.guards.atomic import check_output
+    from attn_only_tools.guards.errors import PluginError
 
     data = tmp_path / "data"
     data.mkdir()
@@ -674,7 +670,7 @@ def test_check_output_rule(tmp_path):
 def test_atomic_output_names_the_users_path(tmp_path):
     """A path that is a folder failed at the end with the hidden temporary file's name
     ('.avg_outdir.XXXX.tmp: Is a directory'); now one line naming the user's path, before writing."""
-    from attn_only_plugin.guards.atomic import atomic_output
+    from attn_only_tools.guards.atomic import atomic_output
 
     (tmp_path / "avg_outdir").mkdir()
     with pytest.raises(PluginError, match=f"^{re.escape(str(tmp_path / 'avg_outdir'))} is a folder: give a file path"):

@@ -1,5 +1,6 @@
 """README.md and docs/*.md cannot rot: every relative link (and its #anchor) resolves, and every
-`scripts/...`, `examples/...`, `tests/...` and `attn_only_plugin/...` path they name exists."""
+`scripts/...`, `benchmarks/...`, `examples/...`, `tests/...`, `attn_only_plugin/...` and
+`attn_only_tools/...` path they name exists, and every `attn-only-*` command they name is a console script."""
 
 import re
 from pathlib import Path
@@ -9,7 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
-PATH = re.compile(r"(?<![\w./$-])((?:scripts|examples|tests|attn_only_plugin)/[\w./-]*)")
+PATH = re.compile(r"(?<![\w./$-])((?:scripts|benchmarks|examples|tests|attn_only_plugin|attn_only_tools)/[\w./-]*)")
+COMMAND = re.compile(r"(?<![\w./$-])(attn-only-[a-z0-9]+(?:-[a-z0-9]+)*)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 
 
@@ -53,6 +55,15 @@ def test_named_paths_exist(page):
         {p.rstrip(".-") for p in PATH.findall(page.read_text(encoding="utf-8")) if not (ROOT / p.rstrip(".-")).exists()}
     )
     assert not missing, f"{page_id(page)} names paths that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_named_commands_exist(page):
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    missing = sorted(set(COMMAND.findall(page.read_text(encoding="utf-8"))) - set(scripts))
+    assert not missing, f"{page_id(page)} names commands that are not console scripts: {missing}"
 
 
 def test_the_checks_catch_rot(tmp_path):

@@ -303,8 +303,7 @@ def test_attention_variants_through_the_clis(data, tmp_path, flags):
         max_update=4,
     )
     run(
-        "python",
-        ROOT / "scripts" / "average_checkpoints.py",
+        "attn-only-average-checkpoints",
         "--inputs",
         tmp_path / "checkpoint_1_2.pt",
         tmp_path / "checkpoint_1_4.pt",
@@ -356,8 +355,7 @@ def test_attention_variants_through_the_clis(data, tmp_path, flags):
         assert torch.all(att["encoder"][..., far] == 0) and torch.all(att["decoder"][..., far] == 0)
     assert torch.all(att["decoder"].triu(diagonal=1) == 0)
     proc = run(
-        "python",
-        ROOT / "scripts" / "convert_checkpoint.py",
+        "attn-only-convert-checkpoint",
         "--to",
         "fairseq",
         tmp_path / "avg.pt",
@@ -372,7 +370,7 @@ def test_attention_variants_through_the_clis(data, tmp_path, flags):
 def test_python_api_translates(data, tmp_path):
     train(data / "bin", tmp_path, "--arch", "transformer_base", *TINY, "--warmup-updates", 10, max_update=5)
     import attn_only_plugin
-    from attn_only_plugin.guards.errors import PluginError
+    from attn_only_tools.guards.errors import PluginError
 
     mt = attn_only_plugin.load(tmp_path, data=data / "bin")
     out = mt.translate(["1 2 3", "4 5"], beam=4)

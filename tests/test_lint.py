@@ -1,7 +1,8 @@
 """The tree keeps pyproject.toml's ruff settings (`ruff check .` finds nothing, `ruff format --check .`
 changes nothing), ruff does read them (a file breaking them is reported), and the installed scripts
-are every scripts/*.py."""
+are every command's module."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,8 +58,31 @@ def test_the_settings_are_the_projects(tmp_path):
     assert "bad.py:6:" in proc.stdout and "bad.py:5:" not in proc.stdout
 
 
-def test_every_script_is_installed():
-    """pyproject.toml lists the scripts that go on the venv's PATH one by one (setuptools takes no glob)."""
+def test_every_command_is_a_console_script():
+    """pyproject.toml's [project.scripts]: each module of attn_only_tools/cli/ and attn_only_plugin/cli/
+    has exactly one console script, attn-only-NAME (NAME's underscores as hyphens), and nothing else is
+    listed; every shim in scripts/ names a real one and calls its module's main."""
     tomllib = pytest.importorskip("tomllib")  # the standard library's from Python 3.11
-    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["script-files"]
-    assert sorted(listed) == sorted(f"scripts/{p.name}" for p in (ROOT / "scripts").glob("*.py"))
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    modules = {
+        f"{package}.cli.{p.stem}": p.stem
+        for package in ("attn_only_tools", "attn_only_plugin")
+        for p in (ROOT / package / "cli").glob("[!_]*.py")
+    }
+    targets = [entry.split(":")[0] for entry in scripts.values()]
+    assert sorted(targets) == sorted(modules), "a cli module without its console script, or one listed twice"
+    assert all(entry.endswith(":main") for entry in scripts.values())
+    for name, entry in scripts.items():
+        assert name == "attn-only-" + modules[entry.split(":")[0]].replace("_", "-"), name
+    assert not tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"].get("script-files")
+    shims = 0
+    for path in sorted((ROOT / "scripts").glob("*.py")):
+        text = path.read_text()
+        moved = re.match(r'"""moved to (attn-only-[a-z0-9-]+) \((attn_only_\w+\.cli\.\w+)\);', text)
+        if moved is None:  # a measurement that moved to benchmarks/: the shim runs it from there
+            assert "benchmarks" in text and (ROOT / "benchmarks" / path.name).is_file(), path.name
+            continue
+        shims += 1
+        assert scripts.get(moved.group(1)) == f"{moved.group(2)}:main", path.name
+        assert f"from {moved.group(2)} import main" in text and "path.insert" not in text, path.name
+    assert shims == len(modules) - 1  # attn-only-translate-transformers is new: no scripts/ file before it

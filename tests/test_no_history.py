@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ["attn_only_plugin", "scripts", "examples", "tests", ".ci"]
+SCANNED = ["attn_only_plugin", "attn_only_tools", "scripts", "benchmarks", "examples", "tests", ".ci"]
 SUFFIXES = {".py", ".sh", ".yaml", ".toml", ".cfg", ".ini", ""}  # "": .ci/run
 # the committed corpus (other people's text), and this file (the patterns' own examples)
 SKIPPED = {ROOT / "examples" / "data", Path(__file__)}

@@ -280,16 +280,16 @@ def test_checkpoint_without_training_state_is_no_resume_point(data, trained, tmp
     """An average written as SAVE/checkpoint_last.pt (or a conversion written over
     it) was taken as a resume point: "epoch 1 @ 0 updates", and every checkpoint of the run was
     overwritten. Refused in one line, as checkpoint_last.pt or as --restore-file, whatever wrote it (here
-    an average copied over it: average_checkpoints.py refuses the name itself). What the refusal advises,
+    an average copied over it: attn-only-average-checkpoints refuses the name itself). What the refusal advises,
     --reset-optimizer, restarted at update 0 over the run's checkpoints: refused in the run's save dir,
     it runs in a new, empty one, the run's checkpoints left byte-identical."""
     save = copy_of(trained, tmp_path)
-    script = ROOT / "scripts" / "average_checkpoints.py"
+    script = BIN / "attn-only-average-checkpoints"
     inputs = [save / "checkpoint_1_2.pt", save / "checkpoint_1_4.pt"]
 
     def average(output, *extra):
         return subprocess.run(
-            [str(BIN / "python"), str(script), "--inputs", *map(str, inputs), "--output", str(output), *extra],
+            [str(script), "--inputs", *map(str, inputs), "--output", str(output), *extra],
             capture_output=True,
             text=True,
             env=ENV,

@@ -3,7 +3,7 @@ one line naming the file or flag and what to do; an error nobody foresaw is one 
 rerun with ATTN_ONLY_TRACEBACK=1 (which shows the traceback) and report it.
 
 Each category is run once through the real command line (fairseq-train/-generate/-interactive/
--hydra-train, scripts/spm_prepare.py) on test_bad_input.py's tiny data-bin and 3-update model;
+-hydra-train, attn-only-spm-prepare) on test_bad_input.py's tiny data-bin and 3-update model;
 variants of one category that only differ in the bad file are checked in-process through the
 same fairseq functions the commands call."""
 
@@ -17,8 +17,8 @@ import sys
 import pytest
 import torch
 
-from attn_only_plugin.guards.errors import PluginError
-from helpers import ARCH, PLUGIN, ROOT, generate, interactive, one_line_error, run, snapshot, train
+from attn_only_tools.guards.errors import PluginError
+from helpers import ARCH, BIN, PLUGIN, ROOT, command, generate, interactive, one_line_error, run, snapshot, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -283,13 +283,13 @@ def test_failure_of_a_spawned_process_is_read_from_its_traceback():
     GPU here to spawn on: the exception is made as torch makes it.)"""
     from torch.multiprocessing.spawn import ProcessRaisedException
 
-    from attn_only_plugin.guards.errors import one_line
+    from attn_only_tools.guards.errors import one_line
 
     child = (
         "\n\n-- Process 1 terminated with the following error:\nTraceback (most recent call last):\n"
         '  File "fairseq_cli/train.py", line 1, in main\n{}\n'
     )
-    plugin_error = "attn_only_plugin.guards.errors.PluginError: --beam must be >= 1, got 0"
+    plugin_error = "attn_only_tools.guards.errors.PluginError: --beam must be >= 1, got 0"
     assert one_line(ProcessRaisedException(child.format(plugin_error), 1, 99)) == "--beam must be >= 1, got 0"
     assert (
         one_line(ProcessRaisedException(child.format("ZeroDivisionError: float division by zero"), 1, 99))
@@ -309,7 +309,7 @@ def test_cuda_device_without_gpu_in_python_api(setup):
 def test_full_or_read_only_disk_named():
     """A full or read-only file system cannot be made here without root tricks: the reading of the
     OSError that fairseq raises for it (explain.py) is checked on the exception itself."""
-    from attn_only_plugin.guards.explain import explain
+    from attn_only_tools.guards.explain import explain
 
     assert (
         explain(OSError(errno.ENOSPC, "No space left on device", "/s/checkpoint_last.pt"))
@@ -329,12 +329,11 @@ def test_full_or_read_only_disk_named():
 
 
 def test_file_size_limit_is_one_line(tmp_path):
-    """A file-size limit reached while a script writes (here average_checkpoints.py's torch.save, with
+    """A file-size limit reached while a script writes (here attn-only-average-checkpoints's torch.save, with
     SIGXFSZ ignored as a shell's ulimit -f leaves it to the writer to see EFBIG) ended in '...; unexpected'."""
     import resource
     import signal
 
-    sys.path.insert(0, str(ROOT / "tests" / "scripts"))
     from helpers import fake_checkpoint
 
     fake_checkpoint(tmp_path / "a.pt", 1.0)
@@ -346,8 +345,7 @@ def test_file_size_limit_is_one_line(tmp_path):
 
     proc = subprocess.run(
         [
-            sys.executable,
-            str(ROOT / "scripts" / "average_checkpoints.py"),
+            str(BIN / "attn-only-average-checkpoints"),
             "--inputs",
             tmp_path / "a.pt",
             tmp_path / "b.pt",
@@ -445,8 +443,7 @@ def test_hidden_characters_in_spm_prepare_corpus(tmp_path):
         [
             str(a)
             for a in (
-                sys.executable,
-                ROOT / "scripts" / "spm_prepare.py",
+                BIN / "attn-only-spm-prepare",
                 "--data",
                 raw,
                 "--src",
@@ -472,11 +469,11 @@ def test_hidden_characters_in_spm_prepare_corpus(tmp_path):
 
 
 def test_scoring_a_folder_is_one_line(tmp_path):
-    """sacrebleu_detok.py (and bleu_compound_split.py, which reads through it) given a folder as a
+    """attn-only-sacrebleu-detok (and attn-only-bleu-compound-split, which reads through it) given a folder as a
     file: one line instead of an IsADirectoryError traceback."""
     (tmp_path / "hyp").write_text("a b\n")
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "sacrebleu_detok.py"), str(tmp_path / "hyp"), str(tmp_path)],
+        [str(BIN / "attn-only-sacrebleu-detok"), str(tmp_path / "hyp"), str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -486,14 +483,14 @@ def test_scoring_a_folder_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("script", ["average_checkpoints", "export_transformers", "translate_ctranslate2"])
 def test_ctrl_c_during_the_imports_is_one_line(script, tmp_path):
-    """Ctrl-C while a script still imports torch and fairseq (seconds) printed a 40-line traceback: the
-    one-line hook is now installed before those imports. The package's own hook then takes over, so its
-    PluginErrors stay one line (the control: a refusal after the imports)."""
+    """Ctrl-C while a command still imports torch and fairseq (seconds) printed a 40-line traceback: the
+    one-line hook is now installed before those imports (the first thing importing attn_only_plugin
+    does), so its PluginErrors stay one line too (the control: a refusal after the imports)."""
     import signal
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--help"],
+        [*command(script), "--help"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -509,8 +506,7 @@ def test_ctrl_c_during_the_imports_is_one_line(script, tmp_path):
     (tmp_path / "in.txt").write_text("1 2\n")
     control = subprocess.run(  # a PluginError raised past main(): the package's hook shows it
         [
-            sys.executable,
-            str(ROOT / "scripts" / "translate_ctranslate2.py"),
+            str(BIN / "attn-only-translate-ctranslate2"),
             tmp_path / "none",
             "--input",
             tmp_path / "in.txt",

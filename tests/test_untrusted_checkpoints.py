@@ -5,13 +5,12 @@ fairseq-train, averaging, the converter and the Python API. Each case checks the
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from helpers import BIN, PLUGIN, ROOT, TINY, reversal_data, train
+from helpers import BIN, PLUGIN, ROOT, TINY, command, reversal_data, train
 
 
 class _Payload:
@@ -83,7 +82,7 @@ def test_scripts_refuse(setup, script, tmp_path):
     else:
         args = [evil, out, "--to", "fairseq"]
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / f"{script}.py"), *map(str, args)],
+        [*command(script), *map(str, args)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -94,7 +93,7 @@ def test_scripts_refuse(setup, script, tmp_path):
 
 def test_python_api_refuses(setup):
     import attn_only_plugin
-    from attn_only_plugin.guards.errors import PluginError
+    from attn_only_tools.guards.errors import PluginError
 
     with pytest.raises(PluginError, match="untrusted") as err:
         attn_only_plugin.load(setup / "evil", data=setup / "bin")
@@ -120,8 +119,8 @@ def test_a_file_of_another_kind_is_named_not_called_corrupt(tmp_path):
 
     import numpy as np
 
-    from attn_only_plugin.guards.errors import PluginError
     from attn_only_plugin.guards.safe_load import load_checkpoint
+    from attn_only_tools.guards.errors import PluginError
 
     ct2 = tmp_path / "ct2"
     ct2.mkdir()
@@ -149,8 +148,8 @@ def test_an_object_array_is_refused_as_untrusted_not_called_corrupt(tmp_path):
     run) was 'corrupt or truncated'; torch's safe loader refuses its dtype, and the error says so."""
     import numpy as np
 
-    from attn_only_plugin.guards.errors import PluginError
     from attn_only_plugin.guards.safe_load import load_checkpoint
+    from attn_only_tools.guards.errors import PluginError
 
     path = tmp_path / "objects.pt"
     torch.save({"model": {"w": torch.ones(2)}, "extra": np.array([1, "a"], dtype=object)}, path)

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 from typing import List, Optional, Union
 
-from ..guards.errors import PluginError
-from ..guards.hidden_chars import find_hidden
+from attn_only_tools.guards.errors import PluginError
+from attn_only_tools.guards.hidden_chars import find_hidden
 
 
 def load(
@@ -45,7 +45,7 @@ def load(
     if not (checkpoint_dir / checkpoint_file).is_file():
         raise PluginError(
             f"no checkpoint {checkpoint_dir / checkpoint_file}: give the folder and file name "
-            "that fairseq-train (or average_checkpoints.py) wrote"
+            "that fairseq-train (or attn-only-average-checkpoints) wrote"
         )
     if data is not None and not Path(data).is_dir():
         raise PluginError(
@@ -58,7 +58,7 @@ def load(
         import torch
 
         if not torch.cuda.is_available():
-            from ..guards.explain import NO_GPU
+            from attn_only_tools.guards.explain import NO_GPU
 
             raise PluginError(f"device={device!r}: {NO_GPU}")
     kwargs = dict(overrides)

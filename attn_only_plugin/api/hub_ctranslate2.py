@@ -1,4 +1,4 @@
-"""Python API on an exported CTranslate2 model (scripts/export_ctranslate2.py): the same translate()
+"""Python API on an exported CTranslate2 model (attn-only-export-ctranslate2): the same translate()
 as load()'s (hub.py), with its input checks and length check, at CTranslate2's speed.
 
     import attn_only_plugin
@@ -19,7 +19,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import List, Optional, Tuple, Union
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
+
 from .hub import _batch, _check_sentence, _not_bytes, _whole, check_decoding, check_device, too_long
 
 FAIRSEQ_SPECIALS = 4  # <s> <pad> </s> <unk> open every fairseq dictionary
@@ -45,12 +46,11 @@ def load_ctranslate2(
     model_dir = Path(model_dir)
     if not (model_dir / "model.bin").is_file():
         raise PluginError(
-            f"no CTranslate2 model in {model_dir} (no model.bin): give the --out folder of "
-            "scripts/export_ctranslate2.py"
+            f"no CTranslate2 model in {model_dir} (no model.bin): give the --out folder of attn-only-export-ctranslate2"
         )
     if not (model_dir / INFO_FILE).is_file():
         raise PluginError(
-            f"{model_dir} is a CTranslate2 model but not one scripts/export_ctranslate2.py wrote (no "
+            f"{model_dir} is a CTranslate2 model but not one attn-only-export-ctranslate2 wrote (no "
             f"{INFO_FILE}): export the checkpoint with it"
         )
     info = _read_json(model_dir / INFO_FILE)
@@ -58,7 +58,7 @@ def load_ctranslate2(
     if str(device).startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
         raise PluginError(
             f"device={device!r}: this machine has no usable CUDA GPU: pass device='cpu' to "
-            "load_ctranslate2 (translate_ctranslate2.py: --device cpu)"
+            "load_ctranslate2 (attn-only-translate-ctranslate2: --device cpu)"
         )
     if sp is not None:
         from ..guards.input_checks import check_spm_matches_dictionary
@@ -79,7 +79,7 @@ def load_ctranslate2(
             f"CTranslate2 cannot load {model_dir} with device={device!r}, compute_type="
             f"{compute_type!r}: {(str(e).strip().splitlines() or ['?'])[0][:200]}: a compute_type this machine "
             "cannot run (float32 runs everywhere), or a model.bin damaged or cut short since the export "
-            "(export it again with scripts/export_ctranslate2.py)"
+            "(export it again with attn-only-export-ctranslate2)"
         ) from None
     return CTranslate2Translator(translator, sp, info)
 
@@ -91,7 +91,7 @@ def _read_json(path: Path):
     except (ValueError, UnicodeDecodeError) as e:
         raise PluginError(
             f"{path} is damaged ({e}): the export folder was cut short or changed since; export it again with "
-            "scripts/export_ctranslate2.py"
+            "attn-only-export-ctranslate2"
         ) from None
 
 

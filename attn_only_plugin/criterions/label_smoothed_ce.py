@@ -15,7 +15,7 @@ from fairseq.dataclass import FairseqDataclass
 from omegaconf import II
 from torch import Tensor
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
 
 
 def label_smoothed_nll_loss(lprobs: Tensor, target: Tensor, eps: float, ignore_index: int):

@@ -23,8 +23,9 @@ from typing import Callable, NamedTuple, Tuple
 import torch
 from torch import Tensor
 
-from ..guards.atomic import _umask, check_output, empty_folder
-from ..guards.errors import PluginError
+from attn_only_tools.guards.atomic import _umask, check_output, empty_folder
+from attn_only_tools.guards.errors import PluginError
+
 from ..models.transformer import TransformerConfig, full_config, validate
 
 MODEL_NAME = "attn_only_transformer"
@@ -50,7 +51,7 @@ def model_config(state: dict, path, other_tool: str = "ctranslate2's own ct2-fai
     if m is None:
         raise PluginError(
             f"{path} has no model config (cfg.model or args): export a checkpoint that fairseq-train "
-            "or average_checkpoints.py wrote"
+            "or attn-only-average-checkpoints wrote"
         )
     m = Namespace(**m) if isinstance(m, dict) else m
     name = getattr(m, "_name", None) or getattr(m, "arch", None)
@@ -109,7 +110,8 @@ def read_checkpoint(checkpoint, data, other_tool: str = "ctranslate2's own ct2-f
     checkpoint = Path(checkpoint)
     if not checkpoint.is_file():
         raise PluginError(
-            f"no checkpoint {checkpoint}: give a checkpoint file that fairseq-train (or average_checkpoints.py) wrote"
+            f"no checkpoint {checkpoint}: give a checkpoint file that fairseq-train "
+            "(or attn-only-average-checkpoints) wrote"
         )
     state = load_checkpoint(checkpoint)
     cfg = model_config(state, checkpoint, other_tool)

@@ -38,7 +38,8 @@ from ctranslate2.converters import Converter
 from ctranslate2.specs import transformer_spec
 from torch import Tensor
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
+
 from ..models.transformer import TransformerConfig
 from ..modules.embedding import sinusoid_table
 from . import INFO_FILE, QUANTIZATIONS

@@ -14,7 +14,7 @@ from typing import Dict
 import torch
 from torch import Tensor
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
 
 # (ours, fairseq) name fragments inside one layer, same shapes on both sides
 _LAYER_MAP = {

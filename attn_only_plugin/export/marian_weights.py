@@ -29,7 +29,8 @@ from typing import Dict
 import torch
 from torch import Tensor
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
+
 from ..models.transformer import TransformerConfig
 from .common import pad_heads
 

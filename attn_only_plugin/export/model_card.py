@@ -111,7 +111,7 @@ def model_card(read: Checkpoint, checkpoint_name: str, bleu: Optional[str] = Non
     evaluation = (
         f"As given at export time (`--bleu`):\n\n    {bleu.strip()}"
         if bleu
-        else "No score was given at export time (scripts/export_transformers.py --bleu)."
+        else "No score was given at export time (attn-only-export-transformers --bleu)."
     )
     return f"""---
 library_name: transformers

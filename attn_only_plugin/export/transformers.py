@@ -19,13 +19,14 @@ sentencepiece pieces, which MarianTokenizer requires).
 from pathlib import Path
 from typing import Optional
 
-from ..guards.atomic import _umask
-from ..guards.errors import PluginError
+from attn_only_tools.guards.atomic import _umask
+from attn_only_tools.guards.errors import PluginError
+
 from ..models.transformer import TransformerConfig
 from .common import new_out, read_checkpoint, write_folder
 
 OTHER_TOOL = "transformers' FSMT conversion script, convert_fsmt_original_pytorch_checkpoint_to_pytorch.py"
-NOT_MARIAN = "MarianMTModel cannot compute it; export this model with scripts/export_ctranslate2.py"
+NOT_MARIAN = "MarianMTModel cannot compute it; export this model with attn-only-export-ctranslate2"
 
 
 def check_expressible(cfg: TransformerConfig, task: Optional[str] = None) -> None:

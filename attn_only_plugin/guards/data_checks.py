@@ -17,7 +17,8 @@ import functools
 import os
 import struct
 
-from .errors import PluginError
+from attn_only_tools.guards.errors import PluginError
+
 from .wrap import wrap_once
 
 REBUILD = "rebuild the data-bin with fairseq-preprocess"

@@ -21,9 +21,10 @@ import functools
 import glob
 import os
 
-from .errors import PluginError
-from .explain import find_in_chain
-from .hidden_chars import REMOVE, find_hidden, strip_bom
+from attn_only_tools.guards.errors import PluginError
+from attn_only_tools.guards.explain import find_in_chain
+from attn_only_tools.guards.hidden_chars import REMOVE, find_hidden, strip_bom
+
 from .safe_load import non_finite
 from .wrap import record, wrap_once
 
@@ -85,7 +86,7 @@ def check_spm_matches_dictionary(sp, dictionary, model_path, dict_name="the dict
         raise PluginError(
             f"sentencepiece model {model_path} does not match {dict_name}: {len(foreign)} of the "
             f"dictionary's {len(symbols)} entries (e.g. {foreign[0]!r}) are not pieces of the model; "
-            "give the spm.model that prepared this data (spm_prepare.py --out)"
+            "give the spm.model that prepared this data (attn-only-spm-prepare --out)"
         )
 
 
@@ -154,7 +155,7 @@ def _checked_setup_task(original):
 def reading_sentencepiece(path, flag: str = ""):
     """One-line errors around loading the sentencepiece model at `path`: missing, or not a model.
     `flag` names the option that gave the path, for the message's advice."""
-    give = f"give {flag + ' ' if flag else ''}the spm.model that prepared the data (spm_prepare.py --out)"
+    give = f"give {flag + ' ' if flag else ''}the spm.model that prepared the data (attn-only-spm-prepare --out)"
     if path is None or path == "???" or ("://" not in str(path) and not os.path.isfile(path)):
         raise PluginError(f"no sentencepiece model at {path}: {give}")
     try:

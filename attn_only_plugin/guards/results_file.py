@@ -16,7 +16,7 @@ import os
 import shutil
 from argparse import Namespace
 
-from .errors import PluginError
+from attn_only_tools.guards.errors import PluginError
 
 INCOMPLETE = ".incomplete"
 

@@ -60,7 +60,7 @@ def allowed_globals():
 
 def refused_error(path, exc: BaseException):
     """The PluginError for a checkpoint torch's safe unpickler refused, or None if `exc` is not that."""
-    from .errors import PluginError
+    from attn_only_tools.guards.errors import PluginError
 
     text = str(exc)
     if not isinstance(exc, pickle.UnpicklingError) or "Weights only load failed" not in text:
@@ -93,7 +93,7 @@ def other_format(path):
     if not head:
         return "an empty file"
     if os.path.basename(path) == "model.bin" and os.path.isfile(os.path.join(folder, "config.json")):
-        return "a CTranslate2 model (scripts/export_ctranslate2.py's output: load it with load_ctranslate2)"
+        return "a CTranslate2 model (attn-only-export-ctranslate2's output: load it with load_ctranslate2)"
     if head.startswith(b"\x93NUMPY"):
         return "a numpy array file (.npy)"
     if head[:1] == b"\x80" and not head.startswith(_TORCH_LEGACY):
@@ -104,7 +104,7 @@ def other_format(path):
 def unreadable_error(path, exc: BaseException):
     """The PluginError for a checkpoint file torch.load could not read (truncated, corrupt, not a
     checkpoint): one line with torch's first line of explanation, or what the file is instead."""
-    from .errors import PluginError
+    from attn_only_tools.guards.errors import PluginError
 
     kind = other_format(path)
     if kind is not None:
@@ -157,7 +157,7 @@ def load_checkpoint(path) -> dict:
 def structure_error(path, state):
     """The PluginError for a file that torch reads but that is not a fairseq checkpoint (a dict
     with a 'model' state dict), or None when it is one."""
-    from .errors import PluginError
+    from attn_only_tools.guards.errors import PluginError
 
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         return None
@@ -194,7 +194,7 @@ def non_finite(tensors: dict):
 
 def non_finite_error(path, found):
     """The PluginError for checkpoint `path` whose tensor non_finite() found."""
-    from .errors import PluginError
+    from attn_only_tools.guards.errors import PluginError
 
     name, bad, total = found
     return PluginError(

@@ -41,7 +41,7 @@ import functools
 import os
 import re
 
-from .errors import PluginError
+from attn_only_tools.guards.errors import PluginError
 
 LOCK_NAME = ".train.lock"
 DEFAULT_RESTORE = "checkpoint_last.pt"  # fairseq's default --restore-file, read from --save-dir
@@ -132,7 +132,7 @@ def locked_verify(verify):
         try:
             return verify(save_dir)
         except OSError as e:  # fairseq logs a warning and re-raises the bare OSError
-            from .explain import OS_FIXES
+            from attn_only_tools.guards.explain import OS_FIXES
 
             reason = e.strerror or str(e)
             fix = OS_FIXES.get(e.errno, "")

@@ -8,7 +8,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.optim.lr_scheduler import FairseqLRScheduler, register_lr_scheduler
 from omegaconf import II
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
 
 
 def noam_lr(step: int, d_model: int, warmup_steps: int, multiplier: float = 1.0) -> float:

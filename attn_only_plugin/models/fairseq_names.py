@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 from fairseq.dataclass import FairseqDataclass
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
 
 # our field: (encoder alias, decoder alias); one value for both sides in the paper's model
 PAIRS = {

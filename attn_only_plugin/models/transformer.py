@@ -15,7 +15,8 @@ from fairseq.models import FairseqEncoderDecoderModel, register_model
 from omegaconf import OmegaConf, open_dict
 from torch import nn
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
+
 from .encoder_decoder import Decoder, Encoder
 from .fairseq_names import FairseqNames, map_values
 

@@ -9,7 +9,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
+
 from .dropout import Dropout
 from .packing import Packing, packed
 

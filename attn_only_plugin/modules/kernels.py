@@ -10,7 +10,7 @@ batch has a new shape, that cost about 350 ms a training step of transformer_big
 seen before: 96k against 91k tokens/s); beam search, whose keys grow by one each step, meets new
 shapes too. So on CUDA ours asks for the other fused kernels and keeps cuDNN's only where nothing
 else is allowed; whatever torch.backends.cuda allows stays the set it picks from (a restriction a
-user or `scripts/benchmark.py --sdpa-backends` makes is kept). On a CPU nothing changes.
+user or `benchmarks/benchmark.py --sdpa-backends` makes is kept). On a CPU nothing changes.
 """
 
 from typing import List, Optional

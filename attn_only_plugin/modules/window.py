@@ -24,7 +24,7 @@ from torch import Tensor
 from .kernels import fused_attention
 
 # Shortest self-attention (n positions) run by banded_attention: below it a masked full attention,
-# one fused call, is faster (measured with scripts/table1.py --one: docs/attention_variants.md).
+# one fused call, is faster (measured with benchmarks/table1.py --one: docs/attention_variants.md).
 # Its blocks see 3R keys, so it also needs n well above r = 2R + 1 (use_banded: n >= 4r).
 BANDED_MIN_LENGTH = 512
 

@@ -30,7 +30,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.optim import FairseqOptimizer, register_optimizer
 from omegaconf import II
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
 
 
 @dataclass

@@ -34,7 +34,8 @@ from fairseq.search import BeamSearch
 from fairseq.tasks import register_task
 from omegaconf import II
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
+
 from .translation_paper import PaperTranslationConfig, PaperTranslationTask
 from .tree_constraints import TreeConstrainedBeamSearch, TreeConstraints
 

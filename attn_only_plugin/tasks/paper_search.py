@@ -47,7 +47,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.search import BeamSearch, Search
 from fairseq.sequence_generator import SequenceGenerator
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
 
 BEAM_STOPS = ChoiceEnum(["fairseq", "paper"])
 NOT_BEAM = (

@@ -25,7 +25,8 @@ from fairseq.sequence_generator import SequenceGenerator, SequenceGeneratorWithA
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from ..guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
+
 from .paper_search import BEAM_STOPS, stopping_rule
 
 LENPEN_STYLES = ChoiceEnum(["fairseq", "gnmt"])

@@ -5,10 +5,10 @@ says how it departs). The word slots' token is read off the target dictionary (`
 words themselves). Allowed:
 
 - a word slot only while fewer slots than source words have been written: ``XX`` in Vinyals et
-  al.'s linearization; in the copy linearization (prepare_ptb.py --target-words) exactly the next
+  al.'s linearization; in the copy linearization (attn-only-prepare-ptb --target-words) exactly the next
   source word, looked up by its string in the target dictionary (``<unk>`` when it is not there);
   a source of sentencepiece pieces (a dictionary whose symbols mark word starts with ``▁``,
-  scripts/spm_prepare.py --source-only) counts and spells words by joining each word's pieces;
+  attn-only-spm-prepare --source-only) counts and spells words by joining each word's pieces;
 - an opening bracket ``(L`` only while a word is still to come and the output length limit
   leaves room to place the remaining words and close every open bracket;
 - a closing bracket only as ``)L`` for the innermost open ``(L``, never right after it (no empty
@@ -33,9 +33,9 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.search import BeamSearch
 
-from ..guards.errors import PluginError
-from ..parsing.linearize import PLACEHOLDER
-from ..parsing.pieces import is_pieces, join_pieces
+from attn_only_tools.guards.errors import PluginError
+from attn_only_tools.parsing.linearize import PLACEHOLDER
+from attn_only_tools.parsing.pieces import is_pieces, join_pieces
 
 
 class TreeConstraints:
@@ -58,7 +58,7 @@ class TreeConstraints:
         if self.xx == tgt_dict.unk() and not self.close_of:
             raise PluginError(
                 f"--constrain-trees: the target dictionary has no {PLACEHOLDER} and no brackets such as "
-                "(S / )S, so this is not a parsing data-bin (make one with scripts/prepare_ptb.py and "
+                "(S / )S, so this is not a parsing data-bin (make one with attn-only-prepare-ptb and "
                 "fairseq-preprocess)"
             )
         self.copy = self.xx == tgt_dict.unk()  # no XX: the words themselves fill the slots

@@ -11,7 +11,7 @@ from attn_only_plugin.criterions.label_smoothed_ce import (
     label_smoothed_nll_loss,
     target_lprobs,
 )
-from attn_only_plugin.guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
 from helpers import build_model, random_batch
 
 

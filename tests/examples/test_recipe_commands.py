@@ -50,6 +50,10 @@ elif name == "fairseq-train":  # the interval checkpoints fairseq keeps, epochs 
     (save / "checkpoint_last.pt").write_text(opt("--max-update"))
 elif name == "fairseq-generate":
     print("S-1\\tzwei\\nH-1\\t-0.2\\tzwei\\nS-0\\teins\\nH-0\\t-0.1\\teins")
+elif "--list-last" in args:  # which checkpoints to average: the package's own rule, on the files above
+    from attn_only_plugin.cli.average_checkpoints import last_checkpoints
+
+    print(*last_checkpoints(Path(args[-1]), int(opt("--list-last"))), sep="\\n")
 elif "--output" in args:  # averaging
     Path(opt("--output")).write_text("average")
 elif args[:1] == ["-c"]:  # the tokenizer: its input file as it is
@@ -151,7 +155,8 @@ def run_docs(tmp_path, script):
 def test_the_docs_print_the_commands_the_recipe_runs(tmp_path, script):
     ours = run_recipe(tmp_path / "recipe", script)
     printed = run_docs(tmp_path / "printed", script)
-    assert len(ours) == 9, ours  # data (2), training, average, generate, sacreBLEU, tokenizer (2), the paper's BLEU
+    # data (2), training, which checkpoints, average, generate, sacreBLEU, tokenizer (2), the paper's BLEU
+    assert len(ours) == 10, ours
     assert [command[0] for command in ours if command[0].startswith("fairseq-")] == [
         "fairseq-preprocess",
         "fairseq-train",

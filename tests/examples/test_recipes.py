@@ -4,6 +4,7 @@ argument handling (their training needs WMT14 data and GPUs)."""
 import os
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,7 +119,15 @@ def test_average_picks_the_last_n(tmp_path, written, last_is_newest, expected):
     for i in range(1, written + 1):
         (tmp_path / f"checkpoint_1_{i}.pt").write_text(str(i))
     (tmp_path / "checkpoint_last.pt").write_text(str(written) if last_is_newest else "newer")
-    script = f'source "{ROOT}/examples/pipeline.sh"; PY=echo; average "{tmp_path}" 5'
+    # average's averaging replaced by an echo of its arguments; --list-last is the real command's rule
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real = Path(sys.executable).parent / "attn-only-average-checkpoints"
+    (fake / "attn-only-average-checkpoints").write_text(
+        f'#!/usr/bin/env bash\n[ "$1" = --list-last ] && exec "{real}" "$@"\necho "$@"\n'
+    )
+    (fake / "attn-only-average-checkpoints").chmod(0o755)
+    script = f'source "{ROOT}/examples/pipeline.sh"; BIN="{fake}"; average "{tmp_path}" 5'
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.split()
     assert [Path(p).stem for p in out[out.index("--inputs") + 1 : out.index("--output")]] == expected
     listed = f'source "{ROOT}/examples/pipeline.sh"; last_checkpoints "{tmp_path}" 5'  # what an ensemble decodes

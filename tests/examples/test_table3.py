@@ -1,22 +1,22 @@
 """examples/table3.sh SMALL=1 (Table 3 of Vaswani et al. 2017 on a CPU): every row's scaled flags
 build the model they mean, whose parameter count the Table 3 formula gives (and that formula gives
 the paper's "params x10^6" column at the paper's scale); one row end to end on a tiny slice; and
-scripts/table3_report.py's table, agreement rule and figure."""
+attn-only-table3-report (attn_only_tools/cli/table3_report.py)'s table, agreement rule and figure."""
 
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from attn_only_tools.cli import table3_report as report
+from helpers import BIN
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-sys.path.insert(0, str(ROOT / "scripts"))
-import table3_report as report  # noqa: E402
 
 VOCAB = 4000  # the recipe's joint sentencepiece vocabulary, fairseq's 4 specials included
 
@@ -194,7 +194,7 @@ def test_report_writes_the_table_and_the_figure(tmp_path):
         write_result(work, "C1", seed, c1, 17.0 + seed)
         write_result(work, "E", seed, e, 21.0 + seed)
     out, png = tmp_path / "table.md", tmp_path / "table3.png"
-    script = [sys.executable, str(ROOT / "scripts" / "table3_report.py"), str(work)]
+    script = [str(BIN / "attn-only-table3-report"), str(work)]
     proc = subprocess.run([*script, "--out", str(out), "--figure", str(png)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     lines = {line.split(" | ")[0]: line for line in out.read_text().splitlines()[2:]}

@@ -5,17 +5,15 @@ load_ctranslate2's beam-4 hypotheses are fairseq-generate's for every test sente
 export loads and translates."""
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import attn_only_plugin  # noqa: E402
-from attn_only_plugin.guards.errors import PluginError  # noqa: E402
 from attn_only_plugin.models.transformer import full_config  # noqa: E402
-from helpers import BIN, PLUGIN, build_model, make_dictionary, run, script, toy_data, train_args  # noqa: E402
+from attn_only_tools.guards.errors import PluginError  # noqa: E402
+from helpers import BIN, PLUGIN, build_model, make_dictionary, run, tool, toy_data, train_args  # noqa: E402
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 from attn_only_plugin.export.ctranslate2 import build_spec, export, model_info, save_spec  # noqa: E402
@@ -167,10 +165,10 @@ def test_checkpoint_of_each_architecture_exports_exactly(tmp_path, arch):
     checkpoint = tmp_path / "ckpt" / "checkpoint_last.pt"
     if arch == "transformer_base":  # an averaged checkpoint (section 6.1) exports as well
         checkpoint = tmp_path / "ckpt" / "checkpoint_avg.pt"
-        script("average_checkpoints").main(
+        tool("average_checkpoints").main(
             ["--inputs", str(tmp_path / "ckpt"), "--num-update-checkpoints", "2", "--output", str(checkpoint)]
         )
-    script("export_ctranslate2").main([str(checkpoint), "--data", str(data), "--out", str(tmp_path / "ct2")])
+    tool("export_ctranslate2").main([str(checkpoint), "--data", str(data), "--out", str(tmp_path / "ct2")])
     hub = attn_only_plugin.load(checkpoint.parent, checkpoint.name, data=data).hub
     model = hub.models[0]
     assert model.cfg.embedding_sharing == ("decoder" if arch == "transformer_parse" else "all")

@@ -1,6 +1,6 @@
 """pyproject.toml is the one place the project's versions are pinned: the exports' version
 constants (which their one-line "not installed" errors name) equal its pins, scripts/install.sh and
-scripts/gpu_bundle.sh write none of their own but read them (scripts/pyproject_pins.sh)."""
+benchmarks/gpu_bundle.sh write none of their own but read them (scripts/pyproject_pins.sh)."""
 
 import re
 import subprocess
@@ -28,7 +28,7 @@ def test_the_exports_name_the_pinned_versions():
     assert (CTRANSLATE2_VERSION, TRANSFORMERS_VERSION) == (pins()["ctranslate2"], pins()["transformers"])
 
 
-@pytest.mark.parametrize("tool", ["scripts/install.sh", "scripts/gpu_bundle.sh"])
+@pytest.mark.parametrize("tool", ["scripts/install.sh", "benchmarks/gpu_bundle.sh"])
 def test_the_shell_tools_write_no_pin_of_their_own(tool):
     text = (ROOT / tool).read_text()
     written = [f"{name}=={v}" for name, v in pins().items() if re.search(rf"{re.escape(name)}\s*==\s*[0-9]", text)]

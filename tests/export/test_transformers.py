@@ -14,11 +14,10 @@ import pytest
 import torch
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: nothing is fetched, ever
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import attn_only_plugin  # noqa: E402
-from attn_only_plugin.guards.errors import PluginError  # noqa: E402
 from attn_only_plugin.models.transformer import full_config  # noqa: E402
-from helpers import BIN, PLUGIN, ROOT, build_model, make_dictionary, run, script, toy_data, train_args  # noqa: E402
+from attn_only_tools.guards.errors import PluginError  # noqa: E402
+from helpers import BIN, PLUGIN, build_model, make_dictionary, run, tool, toy_data, train_args  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
 from attn_only_plugin.export import TRANSFORMERS_VERSION  # noqa: E402
@@ -131,7 +130,7 @@ def test_what_marian_cannot_compute_is_refused_in_one_line(overrides, refused):
     with pytest.raises(
         PluginError,
         match=re.escape(refused) + r".*; MarianMTModel cannot compute it; export this "
-        r"model with scripts/export_ctranslate2.py$",
+        r"model with attn-only-export-ctranslate2$",
     ):
         build_marian(full_config(model.cfg), model.state_dict(), d, d)
 
@@ -152,7 +151,7 @@ def spm_data(root: Path, n_train: int, n_test: int):
     """toy_data's digit reversal as raw text, segmented by a sentencepiece model trained on it
     (pieces ▁0 ... ▁9) and binarized with one joined dictionary: (data-bin, spm.model)."""
     toy_data(root, n_train=n_train, n_test=n_test)  # raw train/valid/test.{src,tgt} in root (its bin unused)
-    spm_model = script("spm_prepare").prepare(root, "src", "tgt", 22, root / "spm")
+    spm_model = tool("spm_prepare").prepare(root, "src", "tgt", 22, root / "spm")
     run(
         BIN / "fairseq-preprocess",
         "--source-lang",
@@ -196,10 +195,10 @@ def test_checkpoint_of_each_architecture_exports_exactly(tmp_path, data, arch, f
     checkpoint = tmp_path / "ckpt" / "checkpoint_last.pt"
     if averaged:  # section 6.1's averaging
         checkpoint = tmp_path / "ckpt" / "checkpoint_avg.pt"
-        script("average_checkpoints").main(
+        tool("average_checkpoints").main(
             ["--inputs", str(tmp_path / "ckpt"), "--num-update-checkpoints", "2", "--output", str(checkpoint)]
         )
-    script("export_transformers").main(
+    tool("export_transformers").main(
         [str(checkpoint), "--data", str(bin_dir), "--spm-model", str(spm_model), "--out", str(tmp_path / "hf")]
     )
     hub = attn_only_plugin.load(checkpoint.parent, checkpoint.name, data=bin_dir).hub
@@ -251,7 +250,7 @@ def trained(tmp_path_factory):
             for line in gen.stdout.splitlines()
             if line.startswith("H-")
         }
-    script("export_transformers").main(
+    tool("export_transformers").main(
         [
             str(checkpoint),
             "--data",
@@ -351,7 +350,7 @@ def random_checkpoint(root: Path, bin_dir: Path, **overrides) -> Path:
 
 
 def export(checkpoint, bin_dir, spm_model, out, *flags):
-    return script("export_transformers").main(
+    return tool("export_transformers").main(
         [str(checkpoint), "--data", str(bin_dir), "--spm-model", str(spm_model), "--out", str(out), *flags]
     )
 
@@ -466,7 +465,7 @@ def run_script(*args, prelude=""):
 
     code = (
         f"{prelude}\nimport runpy, sys\nsys.argv = {['export_transformers'] + [str(a) for a in args]!r}\n"
-        f"runpy.run_path({str(ROOT / 'scripts' / 'export_transformers.py')!r}, run_name='__main__')"
+        f"runpy.run_module('attn_only_plugin.cli.export_transformers', run_name='__main__')"
     )
     return subprocess.run(
         [sys.executable, "-c", code],

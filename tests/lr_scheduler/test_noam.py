@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.lr_scheduler.noam import NoamSchedule, noam_lr
+from attn_only_tools.guards.errors import PluginError
 
 
 def test_values():

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from attn_only_plugin.guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
 from helpers import make_dictionary
 
 # a tiny fairseq translation-example command in the built-in's names

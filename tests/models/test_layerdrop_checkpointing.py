@@ -7,7 +7,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from attn_only_plugin.guards.errors import PluginError
+from attn_only_tools.guards.errors import PluginError
 from helpers import build_model, check_cached_decoding, random_batch
 
 

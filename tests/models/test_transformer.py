@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
+from attn_only_tools.guards.errors import PluginError
 from helpers import build_model, check_cached_decoding, decode_with_reorders, make_dictionary, random_batch
 
 

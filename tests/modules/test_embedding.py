@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.modules import TransformerEmbedding, sinusoid_table
+from attn_only_tools.guards.errors import PluginError
 
 
 def test_sinusoid_hand_computed():

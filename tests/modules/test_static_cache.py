@@ -6,9 +6,9 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.modules import static_cache
 from attn_only_plugin.modules.decoding_state import DecodingState
+from attn_only_tools.guards.errors import PluginError
 from helpers import build_model, make_dictionary, random_batch
 
 

@@ -7,8 +7,8 @@ import torch
 from fairseq.optim import OPTIMIZER_REGISTRY
 from fairseq.optim.adam import Adam as FairseqAdamKernel
 
-from attn_only_plugin.guards.errors import PluginError
 from attn_only_plugin.optim.paper_adam import PaperAdam, PaperAdamConfig, fusable, parse_betas
+from attn_only_tools.guards.errors import PluginError
 
 # One scalar theta_0 = 1, gradients 0.5 then -1, lrate 0.1, and epsilon 0.1 so that where it
 # goes shows. By hand (Kingma & Ba, Algorithm 1):

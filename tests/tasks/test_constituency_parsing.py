@@ -7,8 +7,8 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 
-from attn_only_plugin.parsing.linearize import delinearize
 from attn_only_plugin.tasks.constituency_parsing import ConstituencyParsingTask, ParsingConfig, TreeConstraints
+from attn_only_tools.parsing.linearize import delinearize
 from helpers import build_model, make_dictionary, tree_dictionary
 
 LABELS = ("S", "NP", "VP", "PP")
@@ -195,7 +195,7 @@ def test_unconstrained_by_default():
     assert type(generator.search).__name__ == "BeamSearch"  # not TreeConstrainedBeamSearch
 
 
-# The copy linearization (prepare_ptb.py --target-words): no XX in the target dictionary, each
+# The copy linearization (attn-only-prepare-ptb --target-words): no XX in the target dictionary, each
 # word slot holds exactly the next source word.
 
 
@@ -265,7 +265,7 @@ PIECES = ("\u2581The", "\u2581ze", "bra", "\u2581s", "at", "\u2581cat", "\u2581"
 
 @pytest.mark.parametrize("copy", [True, False])
 def test_a_source_of_pieces_gets_one_slot_per_word(copy):
-    """scripts/spm_prepare.py --source-only: the slots are the words the pieces spell, not the pieces
+    """attn-only-spm-prepare --source-only: the slots are the words the pieces spell, not the pieces
     ("\u2581ze bra" is "zebra"; a lone "\u2581" starts a word that the next piece spells)."""
     tgt, src = copy_dictionary(placeholder=not copy), source_dictionary(PIECES)
     c = TreeConstraints(tgt, src)
@@ -331,7 +331,7 @@ def test_constrained_beam_search_over_a_source_of_pieces():
 def test_options_no_tree_search_can_go_with_are_refused(extra, problem):
     """--constrain-trees with --score-reference (an AttributeError), --no-repeat-ngram-size or a length
     cap below the smallest tree (an AssertionError inside fairseq's beam search): one line each."""
-    from attn_only_plugin.guards.errors import PluginError
+    from attn_only_tools.guards.errors import PluginError
 
     src_dict, tgt_dict = make_dictionary(), tree_dictionary()
     model = build_model(src_dict, tgt_dict, embedding_sharing="decoder").eval()

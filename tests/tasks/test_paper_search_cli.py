@@ -1,6 +1,6 @@
 """`--beam-stop paper` in the real CLIs: fairseq-generate and fairseq-interactive on a toy model
 trained for a few updates (tests/helpers.py), its scores as fairseq prints them, the two
-rules compared by scripts/compare_search.py, and an unknown rule refused by fairseq's parser."""
+rules compared by benchmarks/compare_search.py, and an unknown rule refused by fairseq's parser."""
 
 import subprocess
 import sys
@@ -48,7 +48,7 @@ def test_generate_prints_paper_scores_never_below_fairseqs(trained, tmp_path):
         per_token = [float(x) for x in positional[i][0].split()]
         assert len(per_token) == len(text.split()) + 1
         assert float(score) == pytest.approx(sum(per_token) / gnmt_length_penalty(len(per_token), 0.6), abs=2e-3)
-    compare = [sys.executable, ROOT / "scripts" / "compare_search.py", logs["fairseq"], logs["paper"]]
+    compare = [sys.executable, ROOT / "benchmarks" / "compare_search.py", logs["fairseq"], logs["paper"]]
     proc = subprocess.run([str(c) for c in compare], capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
     assert proc.returncode == 0 and proc.stdout.startswith("20 sentences;"), proc.stdout + proc.stderr
     (fairseq_row,) = [line for line in proc.stdout.splitlines() if line.startswith(f"| {logs['fairseq']} |")]

@@ -7,11 +7,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from attn_only_plugin.guards.errors import PluginError
-from attn_only_plugin.parsing.linearize import delinearize
 from attn_only_plugin.tasks.constituency_parsing import ConstituencyParsingTask, ParsingConfig
 from attn_only_plugin.tasks.paper_search import StoppingRuleGenerator, raises_log_probs
 from attn_only_plugin.tasks.translation_paper import PaperTranslationConfig, PaperTranslationTask, gnmt_length_penalty
+from attn_only_tools.guards.errors import PluginError
+from attn_only_tools.parsing.linearize import delinearize
 from helpers import build_model, make_dictionary, tree_dictionary
 
 

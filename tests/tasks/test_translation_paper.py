@@ -127,7 +127,7 @@ def test_gnmt_ranks_sampled_hypotheses(name):
     ],
 )
 def test_a_length_penalty_that_would_be_dropped_is_refused(name, style, lenpen, flag, problem):
-    from attn_only_plugin.guards.errors import PluginError
+    from attn_only_tools.guards.errors import PluginError
 
     task, d = _task_named(name, lenpen_style=style)
     args = SimpleNamespace(beam=4, lenpen=lenpen, max_len_a=1, max_len_b=50, **{flag: True})
@@ -150,7 +150,7 @@ def test_fairseq_defaults_still_allow_unnormalized_and_score_reference(name):
 def test_gnmt_with_a_callers_own_generator_class_is_refused():
     from fairseq.sequence_generator import SequenceGenerator
 
-    from attn_only_plugin.guards.errors import PluginError
+    from attn_only_tools.guards.errors import PluginError
 
     task, d = _task_named("translation_paper", lenpen_style="gnmt")
     args = SimpleNamespace(beam=4, lenpen=0.6, max_len_a=1, max_len_b=50)

@@ -1,0 +1,125 @@
+"""Generation speed for benchmarks/benchmark.py: fairseq's SequenceGenerator, beam 4, lenpen 0.6, on
+the same sentences for both models (in fp16 with --amp on CUDA, as fairseq-generate --fp16),
+taking turns batch by batch: sentences/s and tokens/s (median of --repeats), and whether both
+produce identical hypotheses. In the same turns our model exported to CTranslate2
+(docs/export.md) in float32 and int8 (float16 and int8_float16 with --amp on CUDA), decoding with
+fairseq-generate's settings through load_ctranslate2, inter_threads 1 and intra_threads = torch's
+threads, and how many of its hypotheses are the built-in's (--no-ctranslate2 leaves it out).
+"""
+
+import importlib
+import statistics
+import time
+from pathlib import Path
+
+from .common import build_pair, half_dtype, make_batches, rotation, synchronizer
+
+
+def ctranslate2_decoders(model, d, device, half, folder):
+    """{"ct2_<type>": a function translating a batch like SequenceGenerator.generate (token ids
+    with the final </s>)} for our model exported to CTranslate2, float32 and int8 (on CUDA with
+    half: float16 and int8_float16), decoding as load_ctranslate2's translate() does
+    (fairseq-generate's settings: beam 4, lenpen 0.6, max length input + 50)."""
+    import torch
+
+    from attn_only_plugin.api.hub_ctranslate2 import load_ctranslate2
+    from attn_only_plugin.export.ctranslate2 import build_spec, model_info, save_spec
+    from attn_only_plugin.models.transformer import full_config
+
+    cfg = full_config(model.cfg)
+    state = {k: v.float().cpu() for k, v in model.state_dict().items()}
+    types = ("float16", "int8_float16") if half and device == "cuda" else ("float32", "int8")
+    decoders = {}
+    for kind in types:
+        out = Path(folder) / kind
+        save_spec(build_spec(cfg, state, d, d), out, None if kind == "float32" else kind, info=model_info(cfg))
+        mt = load_ctranslate2(
+            out,
+            device=device,
+            compute_type=kind,
+            inter_threads=1,
+            intra_threads=torch.get_num_threads() if device == "cpu" else 0,
+        )
+
+        def decode(src, mt=mt):
+            rows = [[d[i] for i in row.tolist() if i not in (d.pad(), d.eos())] for row in src]  # (B,) word lists
+            return [
+                [d.index(w) for w in tokens] + [d.eos()]
+                for _, tokens, _ in mt.translate_tokens(rows, batch_size=len(rows))
+            ]
+
+        decoders[f"ct2_{kind}"] = decode
+    return decoders
+
+
+def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half=False, ct2=True):
+    """Beam-4 SequenceGenerator on the same sentences for both models (same weights; with half,
+    both in fp16, as fairseq-generate --fp16 runs them), and with ct2 our model exported to
+    CTranslate2 (ctranslate2_decoders). They take turns batch by batch (who goes first rotates),
+    so that a machine whose speed drifts slows all alike; each repeat translates every sentence
+    once with each, and speeds are the medians over repeats."""
+    import tempfile
+
+    import torch
+    from fairseq.sequence_generator import SequenceGenerator
+
+    theirs, ours, d = build_pair(shape)
+    models = {"fairseq": theirs, "ours": ours}
+    models = {name: (m.to(half_dtype(shape, device)) if half else m).to(device).eval() for name, m in models.items()}
+    searches = {
+        name: SequenceGenerator([m], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
+        for name, m in models.items()
+    }
+    gens = {
+        name: (
+            lambda src, lengths, m=m, g=searches[name]: [
+                h[0]["tokens"].tolist()
+                for h in g.generate([m], {"net_input": {"src_tokens": src, "src_lengths": lengths}})
+            ]
+        )
+        for name, m in models.items()
+    }
+    folder = tempfile.TemporaryDirectory(prefix="benchmark-ct2-")
+    if ct2:
+        gens.update(
+            {
+                name: (lambda src, lengths, f=f: f(src))
+                for name, f in ctranslate2_decoders(ours, d, device, half, folder.name).items()
+            }
+        )
+    batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2, batching=batching)
+    seconds = {name: [0.0] * repeats for name in gens}
+    hyps = {name: [] for name in gens}
+    sync = synchronizer(device)
+    with torch.no_grad(), folder:
+        for r in range(repeats):
+            for i, b in enumerate(batches):
+                src, lengths = b["src"].to(device), b["lengths"].to(device)
+                for name in rotation(list(gens), r + i):
+                    t = time.perf_counter()
+                    out = gens[name](src, lengths)
+                    sync()
+                    seconds[name][r] += time.perf_counter() - t
+                    if r == 0:
+                        hyps[name] += out
+    result = {}
+    for name in gens:
+        s = statistics.median(seconds[name])
+        result[name] = dict(sentences_per_s=len(hyps[name]) / s, tokens_per_s=sum(map(len, hyps[name])) / s)
+        if name.startswith("ct2_"):
+            result[name]["identical_sentences"] = sum(a == b for a, b in zip(hyps[name], hyps["fairseq"], strict=False))
+    result["sentences"] = len(hyps["ours"])
+    result["ratio_per_repeat"] = [f / o for f, o in zip(seconds["fairseq"], seconds["ours"], strict=False)]
+    result["identical_hypotheses"] = hyps["ours"] == hyps["fairseq"]
+    result["identical_sentences"] = sum(a == b for a, b in zip(hyps["ours"], hyps["fairseq"], strict=False))
+    result["ctranslate2_threads"] = dict(inter_threads=1, intra_threads=torch.get_num_threads()) if ct2 else None
+    return result
+
+
+def importable(name: str) -> bool:
+    """Whether the module `name` imports (ctranslate2 on a machine with only the GPU bundle)."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,103 @@
+"""A measurement in a fresh process (peak memory is per process), for benchmarks/benchmark.py: its
+result, or its failure as one line (ATTN_ONLY_TRACEBACK=1 prints the traceback too), or the exit
+status of a process that died without one.
+"""
+
+import contextlib
+import os
+import queue as queues
+import traceback
+
+from attn_only_tools.guards.errors import PluginError
+
+SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")  # kernels of torch F.scaled_dot_product_attention
+# torch.backends.cuda's switch for each of SDPA_BACKENDS, in that order (enable_X, X_enabled)
+_SDPA_FLAGS = ("cudnn_sdp", "flash_sdp", "mem_efficient_sdp", "math_sdp")
+SDPA_ENV = "ATTN_ONLY_SDPA_BACKENDS"  # how benchmark.py --sdpa-backends reaches the measuring processes
+
+
+def restrict_sdpa(backends=None) -> None:
+    """Let torch's F.scaled_dot_product_attention use only these CUDA backends (a subset of
+    SDPA_BACKENDS; default: those named in the SDPA_ENV variable, none named = torch's own choice),
+    in this process, for both models alike (the built-in's attention calls the same function)."""
+    backends = os.environ.get(SDPA_ENV, "") if backends is None else ",".join(backends)
+    if not backends:
+        return
+    import torch
+
+    wanted = backends.split(",")
+    for name, flag in zip(SDPA_BACKENDS, _SDPA_FLAGS, strict=True):
+        getattr(torch.backends.cuda, f"enable_{flag}")(name in wanted)
+
+
+@contextlib.contextmanager
+def sdpa_restricted(backends):
+    """restrict_sdpa(backends) in this process and, through SDPA_ENV, in the processes it starts,
+    for the `with` block only: afterwards the variable and torch's four flags are as they were
+    (so a caller of benchmark.run() keeps its own settings). No backends: nothing changes."""
+    if not backends:
+        yield
+        return
+    import torch
+
+    on = torch.backends.cuda
+    saved_env = os.environ.get(SDPA_ENV)
+    saved = [getattr(on, f"{flag}_enabled")() for flag in _SDPA_FLAGS]
+    os.environ[SDPA_ENV] = ",".join(backends)
+    try:
+        restrict_sdpa(backends)
+        yield
+    finally:
+        for flag, enabled in zip(_SDPA_FLAGS, saved, strict=True):
+            getattr(on, f"enable_{flag}")(enabled)
+        if saved_env is None:
+            os.environ.pop(SDPA_ENV, None)
+        else:
+            os.environ[SDPA_ENV] = saved_env
+
+
+def _worker(target, args, queue):
+    """Runs in the measuring process: ("ok", target(*args)) or ("error", one line) into queue."""
+    try:
+        restrict_sdpa()
+        queue.put(("ok", target(*args)))
+    except BaseException as e:  # noqa: B902 (Ctrl-C too: the parent must not wait for a result)
+        if os.environ.get("ATTN_ONLY_TRACEBACK"):
+            traceback.print_exc()
+        first = (str(e).strip().splitlines() or [""])[0]
+        queue.put(("error", f"{type(e).__name__}: {first}" if first else type(e).__name__))
+
+
+def in_process(ctx, target, *args, poll_s=0.5):
+    """target(*args) in a fresh process (peak memory is per process); its result, or PluginError
+    with its one-line error, or its exit status if it died without one (killed, out of memory)."""
+    q = ctx.Queue()
+    p = ctx.Process(target=_worker, args=(target, args, q))
+    p.start()
+    try:
+        while True:
+            try:
+                status, value = q.get(timeout=poll_s)
+                break
+            except queues.Empty:
+                if p.is_alive():
+                    continue
+                try:  # it may have put its result just before ending
+                    status, value = q.get(timeout=poll_s)
+                    break
+                except queues.Empty:
+                    why = f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exit status {p.exitcode}"
+                    raise PluginError(
+                        f"the {target.__name__} process died ({why}) without a result: out of "
+                        "memory? try a smaller --batch-size or --preset"
+                    ) from None
+    finally:
+        p.join(timeout=30)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    if status == "error":
+        raise PluginError(
+            f"the {target.__name__} process failed: {value}: rerun with ATTN_ONLY_TRACEBACK=1 for its traceback"
+        )
+    return value

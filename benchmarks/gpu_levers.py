@@ -1,0 +1,211 @@
+"""Each speed lever of ours that is not the paper's, one row each, against fairseq's built-in in the
+same row: eager, --compile-layers, lengths padded to buckets, bf16 and the fixed-size decoding cache,
+for transformer_big training at ~25k target tokens a step (1280 sentences) on seen and fresh shapes
+with peak memory, and beam-4 generation; one results file (JSON, the table inside).
+
+    python benchmarks/gpu_levers.py --out levers.json                             # one GPU, within --budget-s
+    python benchmarks/gpu_levers.py --device cpu --preset tiny --out smoke.json   # the same rows, tiny: a check
+
+Each row is one benchmarks/benchmark.py run in its own process with its own time limit (the two models
+in turns, docs/speed.md), so a row that fails or runs out of time leaves the others; a row starts
+only while the budget has its limit left, else it is recorded as skipped. Rows run in the order of
+ROWS, most wanted first. On a GPU machine without fairseq, .gpu_bundle/site (benchmarks/gpu_bundle.sh)
+goes on the measuring processes' path. Exits 1 if a row failed or was skipped.
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from attn_only_tools.guards import atomic
+from attn_only_tools.guards.errors import install_excepthook
+
+HERE = Path(__file__).resolve().parent
+
+# name: (what it measures, parts, benchmark.py flags of the lever)
+ROWS = {
+    "train_eager_seen": ("ours eager; shapes seen before (4 batches cycled)", "training", ["--batching", "random"]),
+    "train_compile_seen": (
+        "--compile-layers; seen shapes",
+        "training",
+        ["--batching", "random", "--compile-layers", "BACKEND"],
+    ),
+    "gen_eager": ("beam 4, ours eager (first repeat new shapes, later ones seen)", "generation", []),
+    "gen_static_cache": ("beam 4, ours with --static-decoding-cache", "generation", ["--static-cache"]),
+    "train_bucket_compile_fresh": (
+        "--compile-layers, lengths padded to multiples of 8; fresh shapes",
+        "training",
+        ["--batching", "fresh", "--compile-layers", "BACKEND", "--pad-to-multiple", "8"],
+    ),
+    "train_eager_fresh": ("ours eager; every step a new shape", "training", ["--batching", "fresh"]),
+    "train_bf16_seen": (
+        "bf16 autocast, both models; seen shapes",
+        "training",
+        ["--batching", "random", "--half", "bfloat16"],
+    ),
+    "train_compile_fresh": (
+        "--compile-layers; every step a new shape",
+        "training",
+        ["--batching", "fresh", "--compile-layers", "BACKEND"],
+    ),
+    "train_bucket_fresh": (
+        "lengths padded to multiples of 8, both models; fresh shapes",
+        "training",
+        ["--batching", "fresh", "--pad-to-multiple", "8"],
+    ),
+    "gen_bf16": ("beam 4, both models in bf16", "generation", ["--half", "bfloat16"]),
+}
+# per device: the benchmark's common flags, then those of training and of generation rows, and each
+# kind of row's time limit in seconds (compile rows: torch.compile's first compilations)
+SETTINGS = {
+    "cuda": dict(
+        common=["--device", "cuda", "--amp", "--no-ctranslate2"],
+        training=["--batch-size", "1280", "--updates", "5", "--repeats", "2", "--warmup", "2"],  # ~25k tokens
+        generation=["--batch-size", "256", "--generate", "256", "--repeats", "2", "--batching", "sorted"],
+        limit=dict(training=75, compile=150, generation=60),
+        compile_backend="inductor",
+        budget_s=480,
+    ),
+    "cpu": dict(  # a smoke run: the rows run end to end, no speed worth reading
+        common=["--device", "cpu", "--no-ctranslate2", "--peak-tflops", "1"],
+        training=["--batch-size", "4", "--updates", "1", "--repeats", "1", "--warmup", "0"],
+        generation=["--batch-size", "4", "--generate", "4", "--repeats", "1"],
+        limit=dict(training=300, compile=600, generation=300),
+        compile_backend="aot_eager",  # the same traced graphs without inductor's kernels (minutes on 2 cores)
+        budget_s=3600,
+    ),
+}
+
+
+def command(name, preset, device, json_out):
+    """The benchmark.py command line of row `name`."""
+    _, parts, flags = ROWS[name]
+    s = SETTINGS[device]
+    head = [sys.executable, str(HERE / "benchmark.py"), "--preset", preset, *s["common"], "--parts", parts]
+    flags = [s["compile_backend"] if f == "BACKEND" else f for f in flags]
+    return head + s[parts] + flags + ["--out", str(json_out)]
+
+
+def limit(name, device) -> int:
+    """Row `name`'s time limit in seconds."""
+    _, parts, flags = ROWS[name]
+    return SETTINGS[device]["limit"]["compile" if "--compile-layers" in flags else parts]
+
+
+def environment():
+    """The measuring processes' environment: .gpu_bundle/site on the path when it is there."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    bundle = HERE.parent / ".gpu_bundle" / "site"
+    if bundle.is_dir():
+        env["PYTHONPATH"] = os.pathsep.join([str(bundle), str(HERE.parent), env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        )
+    return env
+
+
+def run_row(name, preset, device, folder, seconds_left):
+    """Row `name`: its command, exit status, seconds, the benchmark's JSON or the last line of its
+    error; skipped when the budget has less than its limit left."""
+    out = Path(folder) / f"{name}.json"
+    cmd, cap = command(name, preset, device, out), limit(name, device)
+    row = dict(what=ROWS[name][0], command=" ".join(cmd[1:]), limit_s=cap)
+    if seconds_left < cap:
+        return dict(row, status=f"skipped: {seconds_left:.0f} s of the budget left, the row's limit is {cap} s")
+    start = time.perf_counter()
+    # a session of its own: on timeout the benchmark's measuring processes end with it (they hold the GPU)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(), start_new_session=True
+    )
+    try:
+        _, stderr = proc.communicate(timeout=cap)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return dict(row, status=f"timed out after {cap} s", seconds=cap)
+    row.update(seconds=round(time.perf_counter() - start, 1), rc=proc.returncode)
+    if proc.returncode != 0 or not out.exists():
+        lines = [line for line in stderr.splitlines() if line.strip()] or ["no output"]
+        return dict(row, status="failed: " + lines[-1][:300])
+    return dict(row, status="ok", result=json.loads(out.read_text()))
+
+
+def cells(row) -> list:
+    """A row's table cells: ours, built-in, ratio (per repeat), peak memory, identical hypotheses."""
+    if row["status"] != "ok":
+        return [row["status"]] + [""] * 4
+    r = row["result"]
+    t, g = r["training"], r["generation"]
+    if t:
+        ours, theirs = t["ours"], t["fairseq"]
+        ratios = ", ".join(f"{x:.2f}" for x in t["ratio_per_repeat"])
+        return [
+            f"{ours['tokens_per_s']:.0f} tokens/s",
+            f"{theirs['tokens_per_s']:.0f}",
+            f"{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}x ({ratios})",
+            f"{ours['peak_mib']:.0f} / {theirs['peak_mib']:.0f} MiB",
+            "",
+        ]
+    ratios = ", ".join(f"{x:.2f}" for x in g["ratio_per_repeat"])
+    return [
+        f"{g['ours']['sentences_per_s']:.1f} sentences/s",
+        f"{g['fairseq']['sentences_per_s']:.1f}",
+        f"{g['ours']['sentences_per_s'] / g['fairseq']['sentences_per_s']:.2f}x ({ratios})",
+        "",
+        f"{g['identical_sentences']} of {g['sentences']}",
+    ]
+
+
+def table(rows) -> str:
+    """The rows as a Markdown table."""
+    head = "| row | what | ours | built-in | ours / built-in (repeats) | peak memory ours / built-in | identical |"
+    lines = [head, "|" + "---|" * 7]
+    lines += [f"| {name} | {row['what']} | " + " | ".join(cells(row)) + " |" for name, row in rows.items()]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--device", choices=sorted(SETTINGS), default="cuda")
+    p.add_argument("--preset", default="big", help="benchmarks/benchmark.py's --preset (default big, transformer_big)")
+    p.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS), help="the rows to run (default all)")
+    p.add_argument(
+        "--budget-s", type=float, help="seconds for all rows together (default 480 on cuda, 3600 for a CPU smoke run)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="the results file (JSON)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out")
+    a = p.parse_args(argv)
+    atomic.check_output_or_exit(a.out, [], a.force)
+    if a.budget_s is None:
+        a.budget_s = SETTINGS[a.device]["budget_s"]
+    if a.budget_s <= 0:
+        sys.exit(f"error: --budget-s must be > 0, got {a.budget_s}")
+    import tempfile
+
+    start, rows = time.perf_counter(), {}
+    with tempfile.TemporaryDirectory(prefix="gpu-levers-") as folder:
+        for name in a.rows:
+            print(f"[gpu_levers] {name}: {ROWS[name][0]}", file=sys.stderr, flush=True)
+            rows[name] = run_row(name, a.preset, a.device, folder, a.budget_s - (time.perf_counter() - start))
+            print(f"[gpu_levers] {name}: {rows[name]['status']}", file=sys.stderr, flush=True)
+    text = table(rows)
+    results = dict(device=a.device, preset=a.preset, budget_s=a.budget_s, seconds=round(time.perf_counter() - start, 1))
+    with atomic.atomic_output(a.out, "w") as f:
+        json.dump(dict(results, rows=rows, table=text), f, indent=2)
+    print(text)
+    bad = [name for name, row in rows.items() if row["status"] != "ok"]
+    if bad:
+        sys.exit(f"error: {len(bad)} of {len(rows)} rows did not finish ({', '.join(bad)}): see {a.out}")
+
+
+if __name__ == "__main__":
+    install_excepthook()  # an error that ends the run is one `error:` line
+    main()

@@ -1,0 +1,420 @@
+"""benchmarks/benchmark.py on the tiny preset: it runs, both models decode the same hypotheses, and
+the table and JSON carry every measure. (Speeds themselves are never asserted.)"""
+
+import json
+import os
+import re
+
+import pytest
+
+from attn_only_tools.guards.errors import PluginError
+
+
+def test_tiny_benchmark_runs_and_hypotheses_match(cli, tmp_path):
+    out = tmp_path / "bench.json"
+    proc = cli(
+        "benchmark",
+        "--preset",
+        "tiny",
+        "--updates",
+        "1",
+        "--warmup",
+        "0",
+        "--repeats",
+        "2",
+        "--batch-size",
+        "4",
+        "--generate",
+        "4",
+        "--peak-tflops",
+        "1",
+        "--out",
+        out,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "identical beam-4 hypotheses: True" in proc.stdout
+    assert "training model FLOPs utilisation: " in proc.stdout and "of 1 TFLOP/s" in proc.stdout
+    r = json.loads(out.read_text())
+    assert r["generation"]["identical_hypotheses"] is True and len(r["generation"]["ratio_per_repeat"]) == 2
+    assert r["generation"]["identical_sentences"] == r["generation"]["sentences"] == 4
+    # our model exported to CTranslate2, in the same turns: its hypotheses are the built-in's
+    assert "CTranslate2 float32 sentences/s" in proc.stdout and "CTranslate2 int8 sentences/s" in proc.stdout
+    assert r["generation"]["ctranslate2_threads"]["inter_threads"] == 1
+    assert r["generation"]["ct2_float32"]["identical_sentences"] == 4
+    assert r["generation"]["ct2_float32"]["sentences_per_s"] > 0 and r["generation"]["ct2_int8"]["sentences_per_s"] > 0
+    assert len(r["training"]["ratio_per_repeat"]) == 2  # both models trained in the one process, in turns
+    # each with the optimizer its fairseq-train recipe names
+    assert (r["training"]["ours"]["optimizer"], r["training"]["fairseq"]["optimizer"]) == ("paper_adam", "adam")
+    assert "optimizer paper_adam for ours, adam for the built-in" in proc.stdout
+    for which in ("ours", "fairseq"):
+        t = r["training"][which]
+        assert t["tokens_per_s"] > 0 and t["peak_mib"] > 0 and len(t["tokens_per_s_per_repeat"]) == 2
+        assert 0 < t["optimizer_ms"] < t["step_ms"]
+        assert 0 < t["mfu"] == t["flops_per_s"] / 1e12
+        assert r["generation"][which]["sentences_per_s"] > 0
+
+
+def test_model_flops_hand_computed(script):
+    """N=1, d=4, d_ff=8, V=10: P_enc = 4*16 + 2*4*8 = 128, P_dec = 8*16 + 64 + 40 = 232; sources of 2
+    and 3 real tokens, targets of 2 and 2: 6 (128*5 + 232*4) = 9408, plus 3 x attention
+    4*1*4 ((2*2 + 4*2) + (3*3 + 5*2)) = 3 * 496 = 1488."""
+    import torch
+
+    bench = script("benchmark")
+    shape = dict(d_model=4, d_ff=8, heads=2, layers=1, vocab=10)
+    batch = {"src": torch.tensor([[1, 5, 2], [5, 6, 2]]), "tgt": torch.tensor([[7, 2], [8, 2]])}
+    assert bench.model_flops(batch, shape, pad=1) == 9408 + 1488
+    assert bench.peak_tflops("cpu", False) is None and bench.peak_tflops("cpu", False, 2.5) == 2.5
+
+
+def test_same_optimizer_for_both(script):
+    bench = script("benchmark")
+    assert [bench.optimizer_for(w, "recipe") for w in ("ours", "fairseq")] == ["paper_adam", "adam"]
+    assert [bench.optimizer_for(w, "adam") for w in ("ours", "fairseq")] == ["adam", "adam"]
+
+
+def test_batches_default_to_the_presets(cli, script, tmp_path):
+    """Without --batch-size and --generate: the preset's batch (256 sentences for the GPU shapes,
+    whose speed on the CPU shapes' ~650-token steps would measure kernel launches), and two
+    batches' worth of sentences to translate, in batches of half as many."""
+    assert script("benchmark").BATCH_SIZE == {"tiny": 32, "cpu": 32, "base": 256, "big": 256}
+    out = tmp_path / "bench.json"
+    proc = cli("benchmark", "--preset", "tiny", "--parts", "generation", "--repeats", "1", "--out", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert r["batch_size"] == 32 and r["generation"]["sentences"] == 64 and "batches of 32 sentences" in proc.stdout
+
+
+def test_generation_only(cli):
+    proc = cli(
+        "benchmark",
+        "--preset",
+        "tiny",
+        "--generate",
+        "4",
+        "--batch-size",
+        "4",
+        "--parts",
+        "generation",
+        "--batching",
+        "sorted",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "generation sentences/s" in proc.stdout and "training tokens/s" not in proc.stdout
+    proc = cli(
+        "benchmark",
+        "--preset",
+        "tiny",
+        "--generate",
+        "2",
+        "--batch-size",
+        "2",
+        "--parts",
+        "generation",
+        "--repeats",
+        "1",
+        "--no-ctranslate2",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "generation sentences/s" in proc.stdout and "CTranslate2" not in proc.stdout
+
+
+def test_without_a_speed_path(cli, script, monkeypatch, tmp_path):
+    """--without turns our speed paths off (to measure what each buys, docs/speed.md): the module
+    constants that switch them, in every measuring process; the hypotheses stay the built-in's."""
+    import attn_only_plugin.modules.packing as packing
+
+    monkeypatch.setattr(packing, "MIN_PAD_FRACTION", packing.MIN_PAD_FRACTION)  # restored after
+    script("benchmark")
+    from benchmark_parts.common import turn_off
+
+    turn_off(["packing"])
+    assert packing.MIN_PAD_FRACTION > 1  # nothing packs
+    out = tmp_path / "bench.json"
+    args = ["--generate", "4", "--batch-size", "4", "--parts", "generation", "--repeats", "1", "--no-ctranslate2"]
+    proc = cli("benchmark", "--preset", "tiny", *args, "--without", "packing", "--out", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert r["shape"]["without"] == ["packing"] and r["generation"]["identical_hypotheses"] is True
+    assert "'without': ['packing']" in proc.stdout
+    # argparse's refusal, also of the beam-shared self-attention cache's switch, dropped
+    assert cli("benchmark", "--preset", "tiny", "--without", "shared-cache").returncode == 2
+
+
+def test_generation_without_ctranslate2_installed(tmp_path):
+    """A GPU machine with only the bundle: the CTranslate2 columns are left out, with a line saying why."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "ctranslate2.py").write_text("raise ImportError('No module named ctranslate2')\n")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/benchmark.py",
+            "--preset",
+            "tiny",
+            "--generate",
+            "2",
+            "--batch-size",
+            "2",
+            "--parts",
+            "generation",
+            "--repeats",
+            "1",
+        ],
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONWARNINGS="ignore"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ctranslate2 is not installed: no CTranslate2 columns" in proc.stderr
+    assert "generation sentences/s" in proc.stdout and "CTranslate2" not in proc.stdout
+
+
+def test_batches_follow_fairseq_layout(script):
+    """Left-padded sources, right-padded targets, prev_output_tokens = eos + target without its
+    eos; "sorted" batches have no source pads and targets of varying length, like fairseq's."""
+    from helpers import make_dictionary
+
+    bench, d = script("benchmark"), make_dictionary(50)
+    for batching in ("random", "sorted"):
+        for b in bench.make_batches(d, 3, 8, batching=batching):
+            src, prev, tgt = b["src"], b["prev"], b["tgt"]
+            assert src[:, -1].eq(d.eos()).all() and b["lengths"].equal(src.ne(d.pad()).sum(1))
+            real = tgt[:, 1:].ne(d.pad())
+            assert prev[:, 0].eq(d.eos()).all() and prev[:, 1:][real].equal(tgt[:, :-1][real])
+            assert prev.eq(d.pad()).equal(tgt.eq(d.pad())) and (tgt.eq(d.eos()).sum(1) == 1).all()
+    sorted_pads = bench.pad_share(bench.make_batches(d, 4, 16, batching="sorted"), d.pad())
+    random_pads = bench.pad_share(bench.make_batches(d, 4, 16, batching="random"), d.pad())
+    assert sorted_pads["src"] == 0 and 0.05 < sorted_pads["tgt"] < 0.3 and random_pads["src"] > 0.15
+
+
+def test_fresh_batches_never_repeat_a_shape(script):
+    """--batching fresh: every batch of its own (source, target) shape, in fairseq's layout with no
+    source pads, and each model's steps on shapes the other model's never had."""
+    from helpers import make_dictionary
+
+    bench, d = script("benchmark"), make_dictionary(50)
+    batches = bench.make_batches(d, 40, 4, batching="fresh")
+    shapes = [(b["src"].shape, b["tgt"].shape) for b in batches]
+    assert len(set(shapes)) == 40 and all(b["src"].ne(d.pad()).all() for b in batches)
+    from benchmark_parts.training import step_batches
+
+    per_model = step_batches(d, "cpu", 4, "fresh", 10)
+    ours, theirs = ({(b["src"].shape, b["tgt"].shape) for b in per_model[m]} for m in ("ours", "fairseq"))
+    assert len(ours) == len(theirs) == 10 and not ours & theirs
+    cycled = step_batches(d, "cpu", 4, "sorted", 10)  # the 4 batches that steps cycle, for both models
+    assert cycled["ours"] is cycled["fairseq"] and len(cycled["ours"]) == 4
+
+
+def test_benchmark_needs_no_compiled_fairseq(tmp_path):
+    """Where PyPI has no fairseq-fixed wheel for the GPU machine's Python, benchmarks/gpu_bundle.sh
+    carries fairseq's Python sources without its compiled extensions there: the benchmark,
+    training (fairseq's `adam` included) and generation, must run on them alone."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import fairseq
+
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(fairseq.__file__).parent, site / "fairseq", ignore=shutil.ignore_patterns("*.so", "__pycache__")
+    )
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import fairseq, runpy, sys; assert fairseq.__file__.startswith(sys.argv[1]), fairseq.__file__; "
+        "sys.argv = ['benchmark.py', '--preset', 'tiny', '--updates', '1', '--warmup', '0', '--repeats', '1', "
+        "'--generate', '4', '--batch-size', '4']; runpy.run_module('benchmark', run_name='__main__')"
+    )
+    path = os.pathsep.join([str(site), str(root), str(root / "benchmarks")])  # benchmarks/: as running it would
+    env = dict(os.environ, PYTHONPATH=path, PYTHONWARNINGS="ignore")
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(site)], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not list(site.rglob("*.so")) and "identical beam-4 hypotheses: True" in proc.stdout
+
+
+def test_gpu_bundle_without_an_install_says_what_to_do(tmp_path):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        ["bash", str(root / "benchmarks" / "gpu_bundle.sh")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, VENV=str(tmp_path / "no-venv")),
+    )
+    assert proc.returncode == 1 and "run 'bash scripts/install.sh' first" in proc.stderr
+
+
+def test_gpu_benchmark_without_a_gpu_says_so_in_one_line(tmp_path):
+    """benchmarks/gpu_benchmark.sh on a machine without CUDA: one line, exit 1, no output folder."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(
+        ["bash", str(root / "benchmarks" / "gpu_benchmark.sh"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 1 and not (tmp_path / "out").exists()
+    assert proc.stderr.strip().splitlines() == [
+        "error: python3 here has no torch with a usable CUDA GPU: run this on the GPU machine (on a CPU: "
+        "python benchmarks/benchmark.py --preset cpu, docs/speed.md)"
+    ]
+
+
+def test_counts_that_measure_nothing_are_refused_up_front(cli, script):
+    """--updates 0 used to end the training process on a ZeroDivisionError while the parent waited
+    for its result forever; --batch-size 0 and --generate 0 silently meant the preset's."""
+    proc = cli("benchmark", "--preset", "tiny", "--updates", 0)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines() == ["error: --updates must be >= 1, got 0"]
+    bench = script("benchmark")
+    for args, message in [
+        (["--repeats", "0"], "--repeats must be >= 1, got 0"),
+        (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
+        (["--batch-size", "0"], "--batch-size must be >= 1, got 0: leave it out for the preset's"),
+        (["--generate", "-4"], "--generate must be >= 1, got -4: leave it out for the preset's"),
+        (
+            ["--peak-tflops", "0"],
+            "--peak-tflops must be > 0, got 0.0: leave it out when the device's peak is not known",
+        ),
+        (
+            ["--batching", "fresh", "--updates", "40"],
+            "--batching fresh has 215 batch shapes and 2 x (--warmup + --repeats x --updates) = 244 steps "
+            "would need more: fewer --updates or --repeats",
+        ),
+    ]:
+        with pytest.raises(SystemExit, match=f"^error: {re.escape(message)}$"):
+            bench.main(["--preset", "tiny", *args])
+    with pytest.raises(ValueError, match="--updates must be >= 1, got 0"):  # the library function too
+        bench.run("tiny", updates=0)
+
+
+def test_a_failing_or_dying_worker_ends_the_parent_in_one_line(script):
+    bench = script("benchmark")
+    ctx = bench.mp.get_context("spawn")
+    assert bench.in_process(ctx, int, "12") == 12  # the control
+    with pytest.raises(
+        PluginError,
+        match=re.escape(
+            "the int process failed: ValueError: invalid literal for int() with base 10: 'x': rerun with "
+            "ATTN_ONLY_TRACEBACK=1 for its traceback"
+        ),
+    ):
+        bench.in_process(ctx, int, "x")
+    with pytest.raises(PluginError, match=re.escape("the _exit process died (exit status 3) without a result")):
+        bench.in_process(ctx, os._exit, 3)
+    # the original hang: the training process's ZeroDivisionError with no update to divide by
+    with pytest.raises(PluginError, match="the train_speed process failed: ZeroDivisionError: "):
+        bench.in_process(ctx, bench.train_speed, bench.PRESETS["tiny"], "cpu", False, 0, 0, 1, 2, "random", "recipe")
+
+
+def test_peak_memory_with_checkpoint_activations(cli, tmp_path):
+    """--checkpoint-activations measures ours's training peak memory once more, recomputing layers."""
+    out = tmp_path / "bench.json"
+    proc = cli(
+        "benchmark",
+        "--preset",
+        "tiny",
+        "--parts",
+        "training",
+        "--updates",
+        "1",
+        "--warmup",
+        "0",
+        "--repeats",
+        "1",
+        "--batch-size",
+        "4",
+        "--checkpoint-activations",
+        "--out",
+        out,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ours = json.loads(out.read_text())["training"]["ours"]
+    assert ours["peak_mib_checkpointed"] > 0 and ours["peak_mib"] > 0
+    assert "training peak memory, ours with --checkpoint-activations: " in proc.stdout
+
+
+def test_sdpa_backends_restrict_torch_and_reach_the_measuring_processes(script, monkeypatch):
+    """--sdpa-backends: the flags torch.backends.cuda reads, set here and, through the environment,
+    in each measuring process (processes._worker); unset, torch's are left alone."""
+    import torch
+
+    script("benchmark")
+    import benchmark_parts.processes as processes
+
+    on = torch.backends.cuda
+    saved = (on.cudnn_sdp_enabled(), on.flash_sdp_enabled(), on.mem_efficient_sdp_enabled(), on.math_sdp_enabled())
+    try:
+        monkeypatch.delenv(processes.SDPA_ENV, raising=False)
+        processes.restrict_sdpa()
+        assert (
+            on.cudnn_sdp_enabled(),
+            on.flash_sdp_enabled(),
+            on.mem_efficient_sdp_enabled(),
+            on.math_sdp_enabled(),
+        ) == saved
+        monkeypatch.setenv(processes.SDPA_ENV, "efficient,math")
+        processes.restrict_sdpa()
+        assert not on.cudnn_sdp_enabled() and not on.flash_sdp_enabled()
+        assert on.mem_efficient_sdp_enabled() and on.math_sdp_enabled()
+        processes.restrict_sdpa(["cudnn"])
+        assert on.cudnn_sdp_enabled() and not on.mem_efficient_sdp_enabled() and not on.math_sdp_enabled()
+    finally:
+        on.enable_cudnn_sdp(saved[0])
+        on.enable_flash_sdp(saved[1])
+        on.enable_mem_efficient_sdp(saved[2])
+        on.enable_math_sdp(saved[3])
+
+
+def test_sdpa_restriction_lasts_only_while_measuring(script, monkeypatch):
+    """benchmark.run(sdpa=...) restricts torch's kernels through processes.sdpa_restricted: inside,
+    the variable the measuring processes read and torch's flags are set; after, both are the
+    caller's again (a variable the caller had set, and one it had not)."""
+    import os
+
+    import torch
+
+    script("benchmark")
+    import benchmark_parts.processes as processes
+
+    on = torch.backends.cuda
+
+    def flags():
+        return (on.cudnn_sdp_enabled(), on.flash_sdp_enabled(), on.mem_efficient_sdp_enabled(), on.math_sdp_enabled())
+
+    before = flags()
+    for caller_env in (None, "math"):
+        if caller_env is None:
+            monkeypatch.delenv(processes.SDPA_ENV, raising=False)
+        else:
+            monkeypatch.setenv(processes.SDPA_ENV, caller_env)
+        with processes.sdpa_restricted(["flash", "efficient"]):
+            assert os.environ[processes.SDPA_ENV] == "flash,efficient"
+            assert flags() == (False, True, True, False)
+        assert os.environ.get(processes.SDPA_ENV) == caller_env
+        assert flags() == before
+    with processes.sdpa_restricted(()):  # none named: torch's choice, nothing touched
+        assert flags() == before and os.environ.get(processes.SDPA_ENV) == "math"
+    with pytest.raises(KeyError), processes.sdpa_restricted(["cudnn"]):
+        raise KeyError("a failed measurement")
+    assert flags() == before

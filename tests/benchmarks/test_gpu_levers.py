@@ -1,0 +1,63 @@
+"""benchmarks/gpu_levers.py, the prepared GPU measurement of every speed lever, in its CPU smoke mode
+(--device cpu --preset tiny): every row runs end to end through benchmarks/benchmark.py with its lever
+on, and one results file holds them all. (Speeds themselves are never asserted.)"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+SMOKE_ROWS = ["train_bucket_compile_fresh", "gen_static_cache", "train_bf16_seen"]  # every lever once
+
+
+def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
+    """Three rows that between them turn on every lever (compile, buckets, the fixed decoding cache,
+    bf16), each through its benchmark and measuring processes: minutes, more on busy cores. The
+    other rows differ only in their flags, which the --help and flag tests of benchmark.py cover."""
+    out = tmp_path / "levers.json"
+    cmd = [sys.executable, str(BENCHMARKS / "gpu_levers.py"), "--device", "cpu", "--preset", "tiny", "--out", str(out)]
+    proc = subprocess.run(
+        [*cmd, "--rows", *SMOKE_ROWS],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    rows = script("gpu_levers").ROWS
+    assert sorted(r["rows"]) == sorted(SMOKE_ROWS) and all(row["status"] == "ok" for row in r["rows"].values())
+    levers = {name: row["result"]["shape"].get("levers", {}) for name, row in r["rows"].items()}
+    assert levers["train_bucket_compile_fresh"] == {"compile": "aot_eager", "pad_to": 8}
+    assert levers["gen_static_cache"] == {"static_cache": True} and levers["train_bf16_seen"] == {"half": "bfloat16"}
+    for name, row in r["rows"].items():
+        result = row["result"]
+        if name.startswith("train"):
+            assert result["training"]["ours"]["peak_mib"] > 0 and not result["generation"]
+            assert result["batching"] == ("fresh" if name.endswith("fresh") else "random")
+        else:
+            assert result["generation"]["identical_sentences"] == result["generation"]["sentences"] == 4
+        assert f"| {name} | {rows[name][0]} |" in r["table"] and f"| {name} |" in proc.stdout
+
+
+def test_out_of_budget_rows_are_skipped_and_said(cli, tmp_path):
+    out = tmp_path / "levers.json"
+    proc = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 10 of 10 rows did not")
+    r = json.loads(out.read_text())
+    assert all(row["status"].startswith("skipped: ") for row in r["rows"].values())
+    again = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)
+    assert again.returncode == 1 and "already exists: pass --force" in again.stderr
+
+
+def test_a_row_past_its_limit_is_stopped_and_said(script, tmp_path, monkeypatch):
+    levers = script("gpu_levers")
+    monkeypatch.setitem(levers.SETTINGS["cpu"]["limit"], "generation", 1)
+    start = time.perf_counter()
+    row = levers.run_row("gen_eager", "tiny", "cpu", tmp_path, seconds_left=100)
+    assert row["status"] == "timed out after 1 s" and time.perf_counter() - start < 30
