@@ -14,8 +14,10 @@
 # SMALL=1 shrinks the model for a CPU and runs the setting chosen on the sample's valid split
 # (docs/parsing.md, "Ablation"): words in the target, target vocabulary 2,000, Shaw et al.'s
 # relative positions (K = 16) beside the sinusoids, 3,000 updates, output length <= 2.5 x input
-# + 10, the last 5 checkpoints decoded as an ensemble, beam 84. UPDATES, SAVE_EVERY, MAX_LEN_A/B,
-# BEAM, RELPOS (K; RELPOS= turns them off), CHECKPOINTS, PREPARE_FLAGS, PREPROCESS_FLAGS,
+# + 10, the last 5 checkpoints decoded as an ensemble, beam 84. Every setting decodes with the
+# paper's beam search (tensor2tensor's stopping rule, --beam-stop paper; BEAM_STOP=fairseq for
+# fairseq's own). UPDATES, SAVE_EVERY, MAX_LEN_A/B, BEAM, BEAM_STOP, RELPOS (K; RELPOS= turns them
+# off), CHECKPOINTS, PREPARE_FLAGS, PREPROCESS_FLAGS,
 # TRAIN_FLAGS, GEN_FLAGS override; SUBWORDS=N feeds the encoder sentencepiece pieces of a source
 # vocabulary of N instead of words (not the paper's, nor SMALL=1's; docs/parsing.md); SEED
 # (default 1) the random seed. The last 5 checkpoints, one every SAVE_EVERY updates, are averaged
@@ -25,7 +27,7 @@
 set -euo pipefail
 source "$(dirname "$0")/pipeline.sh"
 check_vars 'SMALL flag' 'UPDATES count' 'SAVE_EVERY count' 'BEAM count' 'MAX_LEN_A number' 'MAX_LEN_B whole' \
-    'SEED whole' 'RELPOS count' 'SUBWORDS count'  # before any work: UPDATES=0 would train without end
+    'SEED whole' 'RELPOS count' 'SUBWORDS count' 'BEAM_STOP fairseq|paper'  # before any work: UPDATES=0 would train without end
 WSJ="${WSJ:?set WSJ to your treebank folder with wsj_NNNN.mrg files}"
 WORK="${WORK:-$REPO/work/wsj_parsing}"
 if [ "${SMALL:-0}" = 1 ]; then  # the sample's setting, chosen on its valid split (docs/parsing.md, "Ablation")
@@ -106,6 +108,7 @@ parse_split() {  # parse_split SPLIT: decode SPLIT with section 6.3's settings, 
       --path "$MODELS" --gen-subset "$1" --source-lang words --target-lang tree \
       --task constituency_parsing --constrain-trees `# only well-formed trees over the input words (not in the paper)` \
       --beam "${BEAM:-21}" --lenpen 0.3 --lenpen-style gnmt `# section 6.3: beam 21, alpha 0.3 of GNMT's penalty` \
+      --beam-stop "${BEAM_STOP:-paper}" `# the paper's search stops a sentence by tensor2tensor's bound` \
       --max-len-a "${MAX_LEN_A:-1}" --max-len-b "${MAX_LEN_B:-300}" --batch-size 16 `# section 6.3: input + 300` \
       $([ "${SMALL:-0}" = 1 ] && echo --cpu) ${GEN_FLAGS:-} >"$WORK/generate.$1.log" 2>"$WORK/generate.$1.err" \
     || { tail -5 "$WORK/generate.$1.err" >&2; exit 1; }

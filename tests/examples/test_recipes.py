@@ -175,6 +175,7 @@ BAD_VARIABLES = [
     ("wsj_parsing.sh", "SMALL", "yes", "0 or 1"),  # anything but 1 silently meant the full-size model
     ("wsj_parsing.sh", "RELPOS", "0", "a whole number >= 1"),
     ("wsj_parsing.sh", "SUBWORDS", "8k", "a whole number >= 1"),
+    ("wsj_parsing.sh", "BEAM_STOP", "best", "one of fairseq, paper"),
     ("quickstart.sh", "UPDATES", "0", "a whole number >= 1"),
     ("quickstart.sh", "VOCAB", "4k", "a whole number >= 1"),
     ("attention_variants.sh", "SEEDS", "1 two", "whole numbers >= 0 separated by spaces"),

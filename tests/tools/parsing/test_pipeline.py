@@ -190,7 +190,7 @@ def test_a_folder_made_otherwise_is_refused_before_any_work(tmp_path):
     "setting, logged",
     [
         ({}, "'relative_positions': 16"),  # SMALL=1's chosen K
-        ({"RELPOS": ""}, "'relative_positions': None"),  # RELPOS= : off
+        ({"RELPOS": "", "BEAM_STOP": "fairseq"}, "'relative_positions': None"),  # RELPOS= : off; fairseq's search
         ({"SUBWORDS": "300"}, "'relative_positions': 16"),  # sentencepiece pieces as the source
         ({"CHECKPOINTS": OTHER_CHECKPOINTS}, "'relative_positions': 16"),  # the decoding SMALL=1 does not choose
     ],
@@ -198,7 +198,7 @@ def test_a_folder_made_otherwise_is_refused_before_any_work(tmp_path):
 )
 def test_recipe_end_to_end_tiny(tmp_path, ptb_files, setting, logged):
     env = dict(
-        {k: v for k, v in os.environ.items() if k not in ("RELPOS", "SUBWORDS", "CHECKPOINTS")},
+        {k: v for k, v in os.environ.items() if k not in ("RELPOS", "SUBWORDS", "CHECKPOINTS", "BEAM_STOP")},
         **setting,
         WSJ=str(PTB_SAMPLE),
         SPLIT="train=1-20 valid=21-22 test=170-170",
@@ -218,6 +218,9 @@ def test_recipe_end_to_end_tiny(tmp_path, ptb_files, setting, logged):
     assert "; 0 outputs repaired" in report  # --constrain-trees: even a 4-update model writes trees
     assert "--beam 21" in proc.stderr or "beam 21" in proc.stderr
     assert logged in (tmp_path / "train.log").read_text()
+    for split in ("valid", "test"):  # the paper's search unless BEAM_STOP says otherwise
+        stop = setting.get("BEAM_STOP", "paper")
+        assert f"'beam_stop': '{stop}'" in (tmp_path / f"generate.{split}.err").read_text()
     models = [line for line in (tmp_path / "generate.test.err").read_text().splitlines() if "loading model(s)" in line]
     decoded = models[0].split("loading model(s) from ")[1].strip().split(":")  # fairseq-generate --path a:b:c
     average = [str(tmp_path / "checkpoints" / "checkpoint_avg.pt")]
