@@ -8,16 +8,16 @@
 #
 # Expected: the paper's 91.3 F1 (EVALB, COLLINS.prm) with the full WSJ on GPUs; on the sample with
 # SMALL=1, the test F1 docs/parsing.md reports (dated, over seeds), printed beside the treebank
-# PCFG's, after about 40 minutes of training on one thread and about half an hour of decoding a
-# split (docs/parsing.md has the times measured).
+# PCFG's, after about 40 minutes of training on one thread and 1-2 minutes of decoding a split
+# (docs/parsing.md has the times measured).
 # Decoding uses --constrain-trees (ours, not the paper's): outputs are always well-formed trees.
 # SMALL=1 shrinks the model for a CPU and runs the setting chosen on the sample's valid split
 # (docs/parsing.md, "Ablation"): words in the target, target vocabulary 2,000, Shaw et al.'s
 # relative positions (K = 16) beside the sinusoids, 3,000 updates, output length <= 2.5 x input
-# + 10, the last 5 checkpoints decoded as an ensemble, beam 84. Every setting decodes with the
-# paper's beam search (tensor2tensor's stopping rule, --beam-stop paper; BEAM_STOP=fairseq for
-# fairseq's own). UPDATES, SAVE_EVERY, MAX_LEN_A/B, BEAM, BEAM_STOP, RELPOS (K; RELPOS= turns them
-# off), CHECKPOINTS, PREPARE_FLAGS, PREPROCESS_FLAGS,
+# + 10, the last 5 checkpoints decoded as an ensemble at section 6.3's beam 21. Every setting
+# decodes with the paper's beam search (tensor2tensor's stopping rule, --beam-stop paper;
+# BEAM_STOP=fairseq for fairseq's own). UPDATES, SAVE_EVERY, MAX_LEN_A/B, BEAM, BEAM_STOP, RELPOS
+# (K; RELPOS= turns them off), CHECKPOINTS, PREPARE_FLAGS, PREPROCESS_FLAGS,
 # TRAIN_FLAGS, GEN_FLAGS override; SUBWORDS=N feeds the encoder sentencepiece pieces of a source
 # vocabulary of N instead of words (not the paper's, nor SMALL=1's; docs/parsing.md); SEED
 # (default 1) the random seed. The last 5 checkpoints, one every SAVE_EVERY updates, are averaged
@@ -36,7 +36,7 @@ if [ "${SMALL:-0}" = 1 ]; then  # the sample's setting, chosen on its valid spli
   UPDATES="${UPDATES:-3000}" SAVE_EVERY="${SAVE_EVERY:-250}"
   MAX_LEN_A="${MAX_LEN_A:-2.5}" MAX_LEN_B="${MAX_LEN_B:-10}"  # output <= 2.5 x words + 10, not input + 300
   CHECKPOINTS="${CHECKPOINTS:-ensemble}"  # the last 5 checkpoints as an ensemble, not their average: +1.29 valid F1
-  BEAM="${BEAM:-84}"  # beam 84, not 21: the wider search finds trees the model scores higher (168 for one model)
+  # beam 21 as section 6.3: BEAM=84 finds a little more in far longer decoding (docs/parsing.md)
 fi
 CHECKPOINTS="${CHECKPOINTS:-average}"
 case "$CHECKPOINTS" in
