@@ -41,6 +41,7 @@ import torch
 
 from attn_only_plugin.guards import safe_load
 from attn_only_plugin.guards.save_dir import check_not_a_training_name
+from attn_only_tools.cli import command_parser
 from attn_only_tools.guards.atomic import atomic_output, check_output, check_writable, same_file
 from attn_only_tools.guards.errors import PluginError
 
@@ -256,11 +257,7 @@ def resolve_inputs(
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("--inputs", nargs="+", type=Path, help="checkpoint files, or one folder")
     p.add_argument("--output", type=Path, help="where to write the averaged checkpoint")
     p.add_argument("--force", action="store_true", help="replace an existing --output")

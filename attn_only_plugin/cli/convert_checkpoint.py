@@ -18,7 +18,6 @@ named as fairseq-train's own checkpoints (checkpoint_last.pt, checkpoint_best.pt
 save dir would take for the run's or overwrite.
 """
 
-import argparse
 import sys
 from argparse import Namespace
 from pathlib import Path
@@ -28,6 +27,7 @@ import torch
 from attn_only_plugin.export.fairseq import fairseq_to_ours, ours_to_fairseq
 from attn_only_plugin.guards.safe_load import load_checkpoint
 from attn_only_plugin.guards.save_dir import check_not_a_training_name
+from attn_only_tools.cli import command_parser
 from attn_only_tools.guards.atomic import atomic_output, check_output_or_exit
 from attn_only_tools.guards.errors import PluginError
 
@@ -177,11 +177,7 @@ def convert(state: dict, to: str) -> dict:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("--to", choices=["ours", "fairseq"], required=True)
     p.add_argument("input", type=Path)
     p.add_argument("output", type=Path)

@@ -16,10 +16,11 @@ Tokens are sentencepiece pieces: a piece that continues a word is shown with a l
 Without --target the model's own beam-search output is used.
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
+
+from attn_only_tools.cli import command_parser
 
 
 def labels(pieces):
@@ -164,11 +165,7 @@ def render(att: dict, out: Path, layer, word: str, heads):
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("--checkpoint-dir", required=True)
     p.add_argument("--checkpoint-file", default="checkpoint_last.pt")
     p.add_argument("--data", help="fairseq data-bin with the dictionaries (default: the checkpoint dir)")

@@ -11,13 +11,13 @@ sacreBLEU (exponential smoothing of zero n-gram counts, as sacreBLEU's default) 
 multi-bleu.perl; on a corpus with no zero counts the two agree.
 """
 
-import argparse
 import re
 import sys
 from pathlib import Path
 
 from attn_only_tools.cli.sacrebleu_detok import check_aligned, read_lines
-from attn_only_tools.guards.errors import install_excepthook
+
+from . import command_parser
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
@@ -40,12 +40,7 @@ def compound_split_bleu(hyps, refs):
 
 
 def main(argv=None) -> int:
-    install_excepthook()  # an error that ends the command is one `error:` line
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("hypotheses", type=Path, help="tokenized hypotheses, one sentence per line")
     p.add_argument("references", type=Path, help="tokenized references, the same number of lines")
     a = p.parse_args(argv)

@@ -13,11 +13,12 @@ Malformed outputs are repaired deterministically (attn_only_tools/parsing/linear
 counted. --out is written atomically; it may not be an input, and replaces an existing file only with --force.
 """
 
-import argparse
 from pathlib import Path
 
 from attn_only_tools import generate_log
-from attn_only_tools.guards.errors import PluginError, install_excepthook
+from attn_only_tools.guards.errors import PluginError
+
+from . import command_parser
 
 UNK = "<unk>"  # how fairseq-generate prints a source word outside the dictionary
 
@@ -117,12 +118,7 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = 
 
 
 def main(argv=None) -> None:
-    install_excepthook()  # an error that ends the command is one `error:` line
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("log", type=Path, help="fairseq-generate output")
     p.add_argument("--data", type=Path, required=True, help="attn-only-prepare-ptb output folder")
     p.add_argument("--split", default="test")

@@ -15,14 +15,15 @@ parser's own. A sentence the grammar derives no tree for gets the right-branchin
 --out is written atomically; it may not be an input, and replaces an existing file only with --force.
 """
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 from attn_only_tools.guards import atomic, hidden_chars
-from attn_only_tools.guards.errors import PluginError, install_excepthook
+from attn_only_tools.guards.errors import PluginError
 from attn_only_tools.parsing import evalb, linearize, pcfg, ptb
+
+from . import command_parser
 
 
 def read_split(data: Path, split: str):
@@ -142,12 +143,7 @@ def baseline(
 
 
 def main(argv=None) -> None:
-    install_excepthook()  # an error that ends the command is one `error:` line
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("--data", type=Path, required=True, help="attn-only-prepare-ptb output folder")
     p.add_argument("--split", default="test", help="the split to parse and score (default test)")
     p.add_argument("--train", default="train", help="the split whose gold trees train the grammar")

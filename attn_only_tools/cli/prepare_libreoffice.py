@@ -14,7 +14,6 @@ quickstart uses the committed subset and needs none of this. Failures print one 
 and exit 1 without writing a corpus.
 """
 
-import argparse
 import functools
 import shutil
 import subprocess
@@ -23,7 +22,9 @@ import tempfile
 from pathlib import Path
 
 from attn_only_tools.data import libreoffice
-from attn_only_tools.guards.errors import PluginError, install_excepthook
+from attn_only_tools.guards.errors import PluginError
+
+from . import command_parser
 
 MPL_URL = "https://mozilla.org/MPL/2.0/"
 
@@ -133,12 +134,7 @@ def _copy_licence(workdir: Path, versions, subset_out: Path) -> None:
 
 
 def main(argv=None) -> int:
-    install_excepthook()  # an error that ends the command is one `error:` line
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("--lang", choices=["de", "fr"], default="de", help="target language (source is en)")
     p.add_argument("--workdir", type=Path, required=True, help="where .debs are downloaded and unpacked")
     p.add_argument("--debs-dir", type=Path, help="take the .deb files from here instead of apt-get")

@@ -12,11 +12,12 @@ SPLIT.tree has XX in every word slot (Vinyals et al. 2015, the paper), or with -
 word itself, `(S (NP The man )NP (VP sleeps )VP . )S` (not in the paper; docs/parsing.md).
 """
 
-import argparse
 import sys
 from pathlib import Path
 
-from attn_only_tools.guards.errors import PluginError, install_excepthook
+from attn_only_tools.guards.errors import PluginError
+
+from . import command_parser
 
 
 def _write(path: Path, lines) -> None:
@@ -50,14 +51,9 @@ def prepare(treebank: Path, out: Path, ranges, target_words: bool = False) -> di
 
 
 def main(argv=None) -> None:
-    install_excepthook()  # an error that ends the command is one `error:` line
     from attn_only_tools.parsing.data import STANDARD, parse_ranges
 
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("--treebank", type=Path, required=True, help="folder with wsj_NNNN.mrg files (any depth)")
     p.add_argument("--out", type=Path, required=True, help="the folder to write (not inside --treebank)")
     p.add_argument("--force", action="store_true", help="write over the files of an existing --out")

@@ -7,11 +7,12 @@ detokenized text (Post 2018, default 13a tokenization) is the score comparable a
 One detokenized sentence per line in each file, the same number of lines.
 """
 
-import argparse
 import sys
 from pathlib import Path
 
-from attn_only_tools.guards.errors import PluginError, install_excepthook
+from attn_only_tools.guards.errors import PluginError
+
+from . import command_parser
 
 
 def read_lines(path: Path):
@@ -47,12 +48,7 @@ def detok_bleu(hyps, refs, tokenize: str = "13a"):
 
 
 def main(argv=None) -> int:
-    install_excepthook()  # an error that ends the command is one `error:` line
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("hypotheses", type=Path)
     p.add_argument("references", type=Path)
     from sacrebleu.metrics import BLEU

@@ -16,14 +16,14 @@ that is not UTF-8 or holds invisible characters (a byte order mark, zero-width s
 (one `error:` line naming the file and line) before anything is written.
 """
 
-import argparse
 import os
 import sys
 import tempfile
 from pathlib import Path
 
 from attn_only_tools.guards import atomic, hidden_chars
-from attn_only_tools.guards.errors import install_excepthook
+
+from . import command_parser
 
 SPLITS = ("train", "valid", "test")
 
@@ -137,12 +137,7 @@ def prepare(
 
 
 def main(argv=None) -> None:
-    install_excepthook()  # an error that ends the command is one `error:` line
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("--data", type=Path, required=True, help="folder with train/valid/test.{src,tgt}")
     p.add_argument("--src", default="en")
     p.add_argument("--tgt", default="de")

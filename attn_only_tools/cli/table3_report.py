@@ -18,7 +18,6 @@ not judged. The figure plots, per row, the paper's PPL and BLEU differences agai
 the mean; bar: the seed range of the row minus base's mean; shaded: base's own seed range).
 """
 
-import argparse
 import json
 import math
 import re
@@ -28,7 +27,9 @@ import sys
 from pathlib import Path
 
 from attn_only_tools.guards import atomic
-from attn_only_tools.guards.errors import PluginError, install_excepthook
+from attn_only_tools.guards.errors import PluginError
+
+from . import command_parser
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout (installed editable): examples/table3.sh lists the rows
 TOLERANCE = 0.1  # the paper prints PPL and BLEU to 0.1 (BLEU) or 0.01 (PPL): 0.1 is "no change"
@@ -201,12 +202,7 @@ def figure(results, paper, out: Path) -> None:
 
 
 def main(argv=None) -> int:
-    install_excepthook()  # an error that ends the command is one `error:` line
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("work", type=Path, nargs="?", help="the WORK folder of SMALL=1 table3.sh (ROW/seedS/result.json)")
     p.add_argument("--params", action="store_true", help="print the parameter counts of every row instead")
     p.add_argument("--out", type=Path, help="write the markdown table here (default: stdout)")

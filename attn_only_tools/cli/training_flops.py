@@ -43,11 +43,12 @@ once). --params P replaces the shape-derived P (then C = 6 P D_tgt + 3 A, i.e. D
 ~25000 source and ~25000 target tokens.
 """
 
-import argparse
 import math
 import sys
 
 from attn_only_tools.guards.errors import install_excepthook
+
+from . import command_parser
 
 TFLOPS = {
     "fp32": {"K80": 2.8, "K40": 3.7, "M40": 6.0, "P100": 9.5, "V100": 15.7, "A100": 19.5, "H100": 67.0, "H200": 67.0},
@@ -148,11 +149,7 @@ def report(v: dict) -> str:
 
 
 def parse_args(argv=None) -> dict:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     p.add_argument("--model", choices=sorted(PAPER_RUNS), help="the paper's run (section 5.2) as defaults")
     p.add_argument("--hours", type=float, help="training time")
     p.add_argument("--gpus", type=int, help="number of GPUs")
