@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from attn_only_plugin.export import QUANTIZATIONS, require_ctranslate2
+from attn_only_tools.cli import command_parser
 
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no INFO chatter among our messages
 
@@ -31,12 +32,7 @@ def export(checkpoint: Path, data: Path, out: Path, quantization=None, force: bo
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    doc = __doc__.split("\n\n")
-    p = argparse.ArgumentParser(
-        description=doc[0],
-        epilog="examples:\n" + doc[1] + "\n\n" + doc[2],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__, example_paragraphs=2)
     p.add_argument("checkpoint", type=Path, help="checkpoint_*.pt of fairseq-train or attn-only-average-checkpoints")
     p.add_argument("--data", type=Path, required=True, help="the data-bin folder it was trained on (dict.*.txt)")
     p.add_argument("--out", type=Path, required=True, help="the CTranslate2 model folder to write")

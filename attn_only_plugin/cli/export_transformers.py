@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from attn_only_plugin.export import require_transformers
+from attn_only_tools.cli import command_parser
 
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # no INFO chatter among our messages
 
@@ -33,12 +34,7 @@ def export(checkpoint: Path, data: Path, spm_model: Path, out: Path, force: bool
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    doc = __doc__.split("\n\n")
-    p = argparse.ArgumentParser(
-        description=doc[0],
-        epilog="examples:\n" + doc[1] + "\n\n" + doc[2],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__, example_paragraphs=2)
     p.add_argument("checkpoint", type=Path, help="checkpoint_*.pt of fairseq-train or attn-only-average-checkpoints")
     p.add_argument("--data", type=Path, required=True, help="the data-bin folder it was trained on (dict.*.txt)")
     p.add_argument("--spm-model", type=Path, required=True, help="the sentencepiece model that prepared the data")
