@@ -134,7 +134,7 @@ evaluate() {  # evaluate WORK CHECKPOINT SRC TGT CORPUS SPLIT [extra generate fl
       --gen-subset "$split" --beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 \
       --remove-bpe sentencepiece "$@" >"$work/generate.log" 2>"$work/generate.err" \
     || { tail -5 "$work/generate.err" >&2; exit 1; }
-  grep '^H-' "$work/generate.log" | sort -t- -k2 -n | cut -f3 >"$work/hyp.$tgt"
+  "$BIN/attn-only-hypotheses" "$work/generate.log" --output "$work/hyp.$tgt" --force
   say "sacreBLEU (detokenized) on $(wc -l <"$work/hyp.$tgt") sentences"
   "$BIN/attn-only-sacrebleu-detok" "$work/hyp.$tgt" "$corpus/$split.$tgt" | tee "$work/bleu.txt"
 }
@@ -167,16 +167,12 @@ ctranslate2_compare() {  # ctranslate2_compare WORK CHECKPOINT SRC TGT CORPUS SP
 speed_row() {  # speed_row WORK TGT LABEL HYP|- BLEU_FILE LOG: one row of speed.txt (files in WORK)
   # sacreBLEU from BLEU_FILE, the last "N sentences/s" in LOG, and how many lines of HYP are
   # fairseq-generate's (hyp.TGT); - for fairseq-generate's own row.
-  "$PY" - "$@" <<'PY'
-import re, sys
-work, tgt, label, hyp, bleu, log = sys.argv[1:]
-lines = lambda name: open(f"{work}/{name}", encoding="utf-8").read().splitlines()
-score = re.search(r"BLEU[^=]*= ([0-9.]+)", open(f"{work}/{bleu}").read()).group(1)
-speed = re.findall(r"([0-9.]+) sentences/s", open(f"{work}/{log}").read())[-1]
-reference = lines(f"hyp.{tgt}")
-same = "" if hyp == "-" else f"{sum(a == b for a, b in zip(lines(hyp), reference))} of {len(reference)}"
-print(f"| {label} | {score} | {speed} | {same}".rstrip() + " |")
-PY
+  local work=$1 tgt=$2 label=$3 hyp=$4 bleu=$5 log=$6 score speed same=""
+  score="$(grep -o 'BLEU[^=]*= [0-9.]*' "$work/$bleu" | head -1 | sed 's/.*= //')"
+  speed="$(grep -o '[0-9.]* sentences/s' "$work/$log" | tail -1 | cut -d' ' -f1)"
+  [ "$hyp" = - ] || same="$(awk 'NR == FNR { ref[FNR] = $0; n = FNR; next }
+    FNR <= n && ref[FNR] == $0 { same++ } END { printf "%d of %d", same, n }' "$work/hyp.$tgt" "$work/$hyp")"
+  echo "| $label | $score | $speed | ${same:+$same }|"
 }
 
 transformers_compare() {  # transformers_compare WORK CHECKPOINT SRC TGT CORPUS SPLIT (after ctranslate2_compare)
@@ -216,12 +212,7 @@ train_paper() {  # train_paper WORK ARCH MAX_UPDATE SAVE_EVERY KEEP [extra fairs
 }
 
 paper_bleu() {  # paper_bleu HYP REF: tokenized, compound-split BLEU (section 6.1, Table 2)
-  # The paper tokenized with Moses' tokenizer.perl; we use sacreBLEU's 13a tokenizer (mteval's
-  # rules, nearly the same for German) so that no Perl tool is needed.
-  local tok="$1.tok" reftok="$1.ref.tok" f
-  for f in "$1:$tok" "$2:$reftok"; do
-    "$PY" -c "import sys; from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a as T; t = T()
-sys.stdout.writelines(t(l.rstrip('\n')) + '\n' for l in open(sys.argv[1], encoding='utf-8'))" "${f%%:*}" >"${f#*:}"
-  done
-  "$BIN/attn-only-bleu-compound-split" "$tok" "$reftok"
+  # The paper tokenized with Moses' tokenizer.perl; sacreBLEU's 13a tokenizer (mteval's rules,
+  # nearly the same for German) tokenizes both files here, so that no Perl tool is needed.
+  "$BIN/attn-only-bleu-compound-split" --tokenize 13a "$1" "$2"
 }

@@ -3,10 +3,12 @@ WMT 2014 English-German with hyphenated compounds split, as tensor2tensor's get_
 (and fairseq's compound_split_bleu.sh) do: "a-b" becomes "a ##AT##-##AT## b" in hypotheses and
 references, then corpus BLEU on the tokens as they are.
 
-    attn-only-bleu-compound-split HYPOTHESES REFERENCES
+    attn-only-bleu-compound-split HYPOTHESES REFERENCES [--tokenize 13a]
 
-Both files must already be tokenized the same way (the paper: Moses tokenizer); nothing is
-tokenized here (sacreBLEU with tokenize='none', force=True). Departure: the score comes from
+Both files must be tokenized the same way (the paper: Moses' tokenizer.perl): already tokenized
+(the default, --tokenize none), or tokenized here by sacreBLEU's 13a tokenizer (mteval's rules,
+nearly Moses' for German; no Perl tool needed). The score is sacreBLEU's with tokenize='none',
+force=True on the tokens as they are. Departure: the score comes from
 sacreBLEU (exponential smoothing of zero n-gram counts, as sacreBLEU's default) instead of
 multi-bleu.perl; on a corpus with no zero counts the two agree.
 """
@@ -29,6 +31,14 @@ def split_compounds(line: str) -> str:
     return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
 
 
+def tokenize_13a(lines):
+    """sacreBLEU's 13a tokenization of each line (what its default BLEU applies inside)."""
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    tokenizer = Tokenizer13a()
+    return [tokenizer(line) for line in lines]
+
+
 def compound_split_bleu(hyps, refs):
     """Corpus BLEU of tokenized hypotheses against one tokenized reference each, compounds split."""
     import sacrebleu
@@ -41,10 +51,19 @@ def compound_split_bleu(hyps, refs):
 
 def main(argv=None) -> int:
     p = command_parser(__doc__)
-    p.add_argument("hypotheses", type=Path, help="tokenized hypotheses, one sentence per line")
-    p.add_argument("references", type=Path, help="tokenized references, the same number of lines")
+    p.add_argument("hypotheses", type=Path, help="hypotheses, one sentence per line")
+    p.add_argument("references", type=Path, help="references, the same number of lines")
+    p.add_argument(
+        "--tokenize",
+        choices=["none", "13a"],
+        default="none",
+        help="none: the files are tokenized already (default); 13a: tokenize both with sacreBLEU's 13a first",
+    )
     a = p.parse_args(argv)
-    print(compound_split_bleu(read_lines(a.hypotheses), read_lines(a.references)))
+    hyps, refs = read_lines(a.hypotheses), read_lines(a.references)
+    if a.tokenize == "13a":
+        hyps, refs = tokenize_13a(hyps), tokenize_13a(refs)
+    print(compound_split_bleu(hyps, refs))
     return 0
 
 
