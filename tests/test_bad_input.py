@@ -125,13 +125,13 @@ def test_checkpoint_of_another_architecture(setup, checkpoint, tmp_path, capsys)
     # converting ours as if it were fairseq's, and fairseq's as if it were ours
     convert = load_script("convert_checkpoint")
     with pytest.raises(
-        SystemExit,
+        PluginError,
         match="model is 'attn_only_transformer', not fairseq's transformer: --to ours "
         "converts fairseq transformer checkpoints",
     ):
         convert.main(["--to", "ours", str(checkpoint), str(out)])
     assert convert.main(["--to", "fairseq", str(checkpoint), str(tmp_path / "fs.pt")]) is None
-    with pytest.raises(SystemExit, match="not attn_only_transformer: --to fairseq converts our checkpoints"):
+    with pytest.raises(PluginError, match="not attn_only_transformer: --to fairseq converts our checkpoints"):
         convert.main(["--to", "fairseq", str(tmp_path / "fs.pt"), str(out)])
     assert not out.exists() and sorted(os.listdir(tmp_path)) == ["fs.pt", "other.pt"]
 
@@ -154,7 +154,7 @@ def test_truncated_or_corrupt_checkpoint(setup, checkpoint, tmp_path):
     garbage.write_text("not a checkpoint\n")
     with pytest.raises(PluginError, match=r"corrupt or truncated \(not a valid pickle"):
         attn_only_plugin.load(tmp_path / "cut", checkpoint_file="garbage.pt", data=setup / "bin")
-    with pytest.raises(SystemExit, match="it is corrupt or truncated"):
+    with pytest.raises(PluginError, match="it is corrupt or truncated"):
         load_script("convert_checkpoint").main(["--to", "fairseq", str(truncated), str(tmp_path / "x.pt")])
     assert not (tmp_path / "x.pt").exists()
 
@@ -594,7 +594,7 @@ def test_unknown_embedding_sharing_value(setup, tmp_path):
 
 
 def test_convert_output_in_missing_folder(checkpoint, tmp_path):
-    with pytest.raises(SystemExit, match="the folder of .*missing/out.pt does not exist: create it first"):
+    with pytest.raises(PluginError, match="the folder of .*missing/out.pt does not exist: create it first"):
         load_script("convert_checkpoint").main(
             ["--to", "fairseq", str(checkpoint), str(tmp_path / "missing" / "out.pt")]
         )

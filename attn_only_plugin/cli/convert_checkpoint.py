@@ -28,7 +28,7 @@ from attn_only_plugin.export.fairseq import fairseq_to_ours, ours_to_fairseq
 from attn_only_plugin.guards.safe_load import load_checkpoint
 from attn_only_plugin.guards.save_dir import check_not_a_training_name
 from attn_only_tools.cli import command_parser
-from attn_only_tools.guards.atomic import atomic_output, check_output_or_exit
+from attn_only_tools.guards.atomic import atomic_output, check_output
 from attn_only_tools.guards.errors import PluginError
 
 
@@ -183,28 +183,19 @@ def main(argv=None) -> None:
     p.add_argument("output", type=Path)
     p.add_argument("--force", action="store_true", help="replace an existing output")
     a = p.parse_args(argv)
-    check_output_or_exit(a.output, [a.input], a.force, "OUTPUT")
-    try:
-        check_not_a_training_name(a.output, "OUTPUT")
-    except PluginError as e:
-        raise SystemExit(f"error: {e}") from None
+    check_output(a.output, [a.input], a.force, "OUTPUT")
+    check_not_a_training_name(a.output, "OUTPUT")
     if not a.output.resolve().parent.is_dir():
-        raise SystemExit(
-            f"error: the folder of {a.output} does not exist: create it first, or choose another output path"
-        )
+        raise PluginError(f"the folder of {a.output} does not exist: create it first, or choose another output path")
     try:
         state = load_checkpoint(a.input)
     except FileNotFoundError:
-        raise SystemExit(f"error: {a.input} not found: give the checkpoint file to convert") from None
-    except PluginError as e:
-        raise SystemExit(f"error: {e}") from None
+        raise PluginError(f"{a.input} not found: give the checkpoint file to convert") from None
     try:
         new = convert(state, a.to)
-    except PluginError as e:
-        raise SystemExit(f"error: {e}") from None
     except KeyError as e:  # a tensor the model config implies is not in the weights
-        raise SystemExit(
-            f"error: {a.input} has no parameter {e.args[0]}, which its own model config implies: the "
+        raise PluginError(
+            f"{a.input} has no parameter {e.args[0]}, which its own model config implies: the "
             "checkpoint is partial or was edited; convert the checkpoint fairseq-train wrote"
         ) from None
     with atomic_output(a.output) as f:

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from attn_only_tools.cli import command_parser
+from attn_only_tools.guards.errors import PluginError
 
 
 def labels(pieces):
@@ -32,12 +33,12 @@ def find_word(tokens, word: str) -> int:
     if word.lstrip("-").isdigit():
         index = int(word)
         if not 0 <= index < len(tokens):
-            raise SystemExit(f"error: --word {index} is out of range: the source has {len(tokens)} tokens")
+            raise PluginError(f"--word {index} is out of range: the source has {len(tokens)} tokens")
         return index
     for i, t in enumerate(tokens):
         if t.lstrip("·").lower() == word.lower():
             return i
-    raise SystemExit(f"error: --word {word!r} is not a source token; the tokens are: {' '.join(tokens)}")
+    raise PluginError(f"--word {word!r} is not a source token; the tokens are: {' '.join(tokens)}")
 
 
 def _lines(ax, weights, tokens, rows, heads, colors, title):
@@ -107,13 +108,13 @@ def render(att: dict, out: Path, layer, word: str, heads):
     if layer is None:
         layer = default
     elif not 0 <= layer < n_layers:
-        raise SystemExit(
-            f"error: --layer {layer} is out of range: the model has {n_layers} encoder layers, numbered "
+        raise PluginError(
+            f"--layer {layer} is out of range: the model has {n_layers} encoder layers, numbered "
             f"0-{n_layers - 1} (leave --layer out for {default}, the second to last)"
         )
     bad = [h for h in heads if not 0 <= h < n_heads]
     if bad:
-        raise SystemExit(f"error: head {bad[0]} is out of range: the model has {n_heads} heads")
+        raise PluginError(f"head {bad[0]} is out of range: the model has {n_heads} heads")
     src, tgt = labels(att["source_tokens"]), labels(att["target_tokens"])
     tgt_in = ["</s>"] + tgt[:-1]
     out.mkdir(parents=True, exist_ok=True)
@@ -182,7 +183,7 @@ def main(argv=None) -> None:
     try:
         heads = [int(h) for h in a.heads.split(",") if h.strip()]
     except ValueError:
-        raise SystemExit(f"error: --heads {a.heads!r} must be comma-separated head numbers, e.g. 0,1") from None
+        raise PluginError(f"--heads {a.heads!r} must be comma-separated head numbers, e.g. 0,1") from None
     mt = load(a.checkpoint_dir, a.checkpoint_file, data=a.data, spm_model=a.spm_model)
     att = mt.attention(a.source, a.target)
     for path in render(att, a.out, a.layer, a.word, heads):

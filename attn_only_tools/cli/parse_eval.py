@@ -77,7 +77,7 @@ def read_hypotheses(log: Path, hyps: dict, n: int):
 
 
 def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = False) -> str:
-    from attn_only_tools.guards.atomic import atomic_output, check_output_or_exit
+    from attn_only_tools.guards.atomic import atomic_output, check_output
     from attn_only_tools.guards.hidden_chars import hidden_in_lines, strip_bom
     from attn_only_tools.parsing.data import right_branching_baseline, score_predictions
     from attn_only_tools.parsing.evalb import summary, unscored
@@ -85,7 +85,7 @@ def evaluate(log: Path, data: Path, split: str, out: Path = None, force: bool = 
 
     paths = {ext: data / f"{split}.{ext}" for ext in ("words", "tags", "gold")}
     if out is not None:  # the shared rule for outputs: never an input, replaced only with --force
-        check_output_or_exit(out, [log, *paths.values()], force)
+        check_output(out, [log, *paths.values()], force)
 
     def lines(ext):
         if not paths[ext].is_file():

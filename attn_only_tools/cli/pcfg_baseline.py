@@ -111,7 +111,7 @@ def baseline(
         raise PluginError(f"--rare {rare}: give a word count, 0 or more")
     inputs = [data / f"{s}.{ext}" for ext in ("words", "tags", "gold") for s in (split, train)]
     if out is not None:  # the shared rule for outputs: never an input, replaced only with --force
-        atomic.check_output_or_exit(out, inputs, force)
+        atomic.check_output(out, inputs, force)
     words, tags, gold = read_split(data, split)
     start = time.time()
     parser = train_parser(data / f"{train}.gold", vertical, markov, rare)

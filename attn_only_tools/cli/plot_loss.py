@@ -77,7 +77,7 @@ def main(argv=None) -> None:
     if len(argv) != 2:
         sys.exit("usage: attn-only-plot-loss TRAIN_LOG OUT.png [--force]")
     # the shared rule for outputs, without importing the package (and with it fairseq)
-    atomic.check_output_or_exit(argv[1], [argv[0]], force, "OUT.png")
+    atomic.check_output(argv[1], [argv[0]], force, "OUT.png")
     series = read_log(Path(argv[0]))
     if not series["train_inner"] and not series["valid"]:
         print(f"error: no training or validation loss lines in {argv[0]}: is it a fairseq-train log?", file=sys.stderr)

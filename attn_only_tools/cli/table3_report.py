@@ -217,7 +217,7 @@ def main(argv=None) -> int:
     inputs = sorted(a.work.glob("*/seed*/result.json"))
     for out, flag in ((a.out, "--out"), (a.figure, "--figure")):
         if out is not None:
-            atomic.check_output_or_exit(out, inputs, a.force, flag)
+            atomic.check_output(out, inputs, a.force, flag)
     results, paper = read_results(a.work), paper_rows(small=True)
     text = table(results, paper)
     if a.out is None:

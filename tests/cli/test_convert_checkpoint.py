@@ -2,6 +2,7 @@
 
 import pytest
 
+from attn_only_tools.guards.errors import PluginError
 from helpers import PLUGIN, reversal_data, run  # noqa: E402
 
 BUILTIN = [
@@ -122,10 +123,10 @@ def test_output_that_is_the_input_is_refused(tmp_path, script, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for out in (ckpt, "model.pt", tmp_path / "link.pt", "hard.pt"):
         message = (
-            f"error: OUTPUT {out} is the input {ckpt}: writing it would destroy or change that input, "
+            f"OUTPUT {out} is the input {ckpt}: writing it would destroy or change that input, "
             "--force or not; give OUTPUT a path outside every input"
         )
-        with pytest.raises(SystemExit, match=f"^{re.escape(message)}$"):
+        with pytest.raises(PluginError, match=f"^{re.escape(message)}$"):
             convert.main(["--to", "fairseq", str(ckpt), str(out), "--force"])
     assert ckpt.read_bytes() == b"the only copy of a checkpoint"
     assert sorted(os.listdir(tmp_path)) == ["hard.pt", "link.pt", "model.pt"]
@@ -138,7 +139,7 @@ def test_output_named_as_a_trainings_checkpoint_is_refused(tmp_path, script):
     ckpt = tmp_path / "model.pt"
     ckpt.write_bytes(b"not read: the name is refused first")
     for name in ("checkpoint_last.pt", "checkpoint_best.pt", "checkpoint_1_40.pt", "checkpoint7.pt"):
-        with pytest.raises(SystemExit, match=f"^error: OUTPUT {tmp_path / name}: {name} is a name fairseq-train"):
+        with pytest.raises(PluginError, match=f"^OUTPUT {tmp_path / name}: {name} is a name fairseq-train"):
             convert.main(["--to", "fairseq", str(ckpt), str(tmp_path / name), "--force"])
     assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]
 

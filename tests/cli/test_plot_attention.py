@@ -6,6 +6,7 @@ import struct
 import pytest
 import torch
 
+from attn_only_tools.guards.errors import PluginError
 from helpers import TINY, reversal_data, train  # noqa: E402
 
 
@@ -52,14 +53,14 @@ def test_figures_and_json(translator, tmp_path, script):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and width >= 300 and height >= 200 and len(data) > 5000
     back = json.loads((tmp_path / "attention.json").read_text())
     assert torch.allclose(torch.tensor(back["cross"]), att["cross"]) and back["source_tokens"][0] == "1"
-    with pytest.raises(SystemExit, match="not a source token"):
+    with pytest.raises(PluginError, match="not a source token"):
         plot.render(att, tmp_path, layer=None, word="banana", heads=[0])
-    with pytest.raises(SystemExit, match="head 9 is out of range"):
+    with pytest.raises(PluginError, match="head 9 is out of range"):
         plot.render(att, tmp_path, layer=None, word="", heads=[9])
     for layer in (-5, -1, 2):  # --layer -5 used to mean the default silently
         with pytest.raises(
-            SystemExit,
-            match=f"^error: --layer {layer} is out of range: the model has 2 encoder "
+            PluginError,
+            match=f"^--layer {layer} is out of range: the model has 2 encoder "
             r"layers, numbered 0-1 \(leave --layer out for 0, the second to last\)$",
         ):
             plot.render(att, tmp_path / "refused", layer=layer, word="", heads=[0])

@@ -68,3 +68,18 @@ def test_byte_order_mark_is_not_text(cli, tmp_path):
     hyp.write_bytes(b"\xef\xbb\xbf" + ref.read_bytes())
     proc = cli("sacrebleu_detok", hyp, ref)
     assert proc.returncode == 0 and " = 100.00 100.0/100.0/100.0/100.0 " in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_compound_split_tokenizes_with_13a_when_asked(script, tmp_path, capsys):
+    """--tokenize 13a: both files through sacreBLEU's 13a tokenizer first (the recipes' paper BLEU);
+    the default scores the tokens as they are."""
+    m = script("bleu_compound_split")
+    (tmp_path / "hyp").write_text("Der Auto-Markt wächst.\n", encoding="utf-8")
+    (tmp_path / "ref").write_text("Der Auto-Markt wächst stark.\n", encoding="utf-8")
+    assert m.tokenize_13a(["Der Auto-Markt wächst."]) == ["Der Auto-Markt wächst ."]
+    m.main([str(tmp_path / "hyp"), str(tmp_path / "ref"), "--tokenize", "13a"])
+    tokenized = capsys.readouterr().out
+    want = m.compound_split_bleu(["Der Auto-Markt wächst ."], ["Der Auto-Markt wächst stark ."])
+    assert tokenized.strip() == str(want)
+    m.main([str(tmp_path / "hyp"), str(tmp_path / "ref")])
+    assert capsys.readouterr().out != tokenized  # "wächst." is one token untokenized

@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from attn_only_tools.guards.errors import PluginError
+
 LOG = (
     "2026-01-01 10:00:00 | INFO | train_inner | epoch 001:     10 / 27 loss=7.512, nll_loss=7.1, ppl=137.2, "
     "wps=1200, num_updates=10, lr=1e-05\n"
@@ -30,11 +32,11 @@ def test_output_that_is_the_log_is_refused(tmp_path, script, capsys, monkeypatch
     os.link(log, tmp_path / "hard.png")
     monkeypatch.chdir(tmp_path)
     for out in (log, "train.log", tmp_path / "link.png", "hard.png"):
-        with pytest.raises(SystemExit) as stop:
+        with pytest.raises(PluginError) as stop:
             plot_loss.main([str(log), str(out)])
-        # SystemExit with the one line: Python prints it on stderr and exits with status 1
-        assert str(stop.value.code).splitlines() == [
-            f"error: OUT.png {out} is the input {log}: writing it would destroy or change that input, --force or "
+        # the one line the hook prints after "error: " before it exits with status 1
+        assert str(stop.value).splitlines() == [
+            f"OUT.png {out} is the input {log}: writing it would destroy or change that input, --force or "
             "not; give OUT.png a path outside every input"
         ]
     assert log.read_text() == LOG and sorted(os.listdir(tmp_path)) == ["hard.png", "link.png", "train.log"]
@@ -43,10 +45,10 @@ def test_output_that_is_the_log_is_refused(tmp_path, script, capsys, monkeypatch
     # an existing plot (the shared rule for outputs): kept unless --force
     capsys.readouterr()
     (tmp_path / "loss.png").write_bytes(b"mine")
-    with pytest.raises(SystemExit) as stop:
+    with pytest.raises(PluginError) as stop:
         plot_loss.main(["train.log", "loss.png"])
-    assert str(stop.value.code).splitlines() == [
-        "error: OUT.png loss.png already exists: pass --force to replace it, or choose another OUT.png"
+    assert str(stop.value).splitlines() == [
+        "OUT.png loss.png already exists: pass --force to replace it, or choose another OUT.png"
     ]
     assert (tmp_path / "loss.png").read_bytes() == b"mine"
     plot_loss.main(["train.log", "loss.png", "--force"])

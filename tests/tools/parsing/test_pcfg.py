@@ -264,11 +264,11 @@ def test_script_scores_and_counts_fallbacks(script, data, tmp_path):
 
 
 def refused(call, message):
-    """call() ends with the one `error:` line `message`: a PluginError (the hook prints it after
-    "error: "), or the shared output rule's SystemExit, which carries the whole line."""
-    with pytest.raises((PluginError, SystemExit)) as stop:
+    """call() ends with the one `error:` line `message`: a PluginError, which the hook prints after
+    "error: "."""
+    with pytest.raises(PluginError) as stop:
         call()
-    line = str(stop.value) if isinstance(stop.value, SystemExit) else f"error: {stop.value}"
+    line = f"error: {stop.value}"
     assert re.fullmatch(message, line), line
 
 
