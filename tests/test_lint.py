@@ -2,6 +2,7 @@
 changes nothing), ruff does read them (a file breaking them is reported), and the installed scripts
 are every command's module."""
 
+import os
 import re
 import subprocess
 import sys
@@ -87,3 +88,16 @@ def test_every_command_is_a_console_script():
         assert f"from {moved.group(2)} import main" in text and "path.insert" not in text, path.name
     new = {"translate_transformers", "hypotheses"}  # commands with no scripts/X.py before them
     assert shims == len(modules) - len(new) and new <= set(modules.values())
+
+
+def test_moved_shell_study_runs_from_its_new_place():
+    """studies/reversal_search.sh, the name it had before benchmarks/, runs that script with the
+    same environment: a bad SEEDS gets the moved script's own one-line refusal."""
+    proc = subprocess.run(
+        ["bash", str(ROOT / "studies" / "reversal_search.sh")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, SEEDS="x"),
+        timeout=60,
+    )
+    assert proc.returncode == 1 and proc.stderr == "error: SEEDS holds 'x': give whole numbers\n", proc.stderr
