@@ -8,7 +8,7 @@ from attn_only_tools.cli.hypotheses import hypotheses
 from attn_only_tools.guards.errors import PluginError
 
 # batches finish out of order; --nbest 2 prints two H- lines for sentence 1, the best first
-LOG = """2026-01-01 | INFO | fairseq_cli.generate | loading model
+LOG = """INFO | fairseq_cli.generate | loading model
 S-2\tdrei .
 T-2\tdrei .
 H-2\t-0.3\tdrei .
