@@ -6,16 +6,8 @@ bad input gives one-line errors."""
 import pytest
 import torch
 
+from attn_only_tools import generate_log
 from helpers import PLUGIN, ROOT, TINY, one_line_error, preprocess, reversal_data, run, train, write_reversal
-
-
-def by_sentence(stdout: str, prefix: str, column: int) -> dict:
-    """fairseq-generate's lines starting with prefix ("H-", "T-"): sentence id -> that tab-separated column."""
-    return {
-        int(line.split("\t")[0][len(prefix) :]): line.split("\t")[column]
-        for line in stdout.splitlines()
-        if line.startswith(prefix)
-    }
 
 
 @pytest.fixture(scope="module")
@@ -104,12 +96,13 @@ def test_learns_interactive_and_resume(data, tmp_path):
         )
 
     gen = generate("--lenpen", 0.6)
-    hyps, refs = by_sentence(gen.stdout, "H-", 2), by_sentence(gen.stdout, "T-", 1)
-    exact = sum(hyps[i] == refs[i] for i in refs) / len(refs)
+    sentences = generate_log.parse(gen.stdout.splitlines())
+    hyps = {i: s.hypothesis for i, s in sentences.items()}
+    exact = sum(s.hypothesis == s.target for s in sentences.values()) / len(sentences)
     print(f"exact match after 800 updates: {exact:.1%}")
     assert exact >= 0.9
     half = generate("--lenpen", 0.6, "--fp16")  # the model in float16
-    half_hyps = by_sentence(half.stdout, "H-", 2)
+    half_hyps = {i: s.hypothesis for i, s in generate_log.parse(half.stdout.splitlines()).items()}
     same = sum(half_hyps[i] == hyps[i] for i in hyps) / len(hyps)
     print(f"--fp16: {same:.0%} of hypotheses as in float32")
     assert same >= 0.95
@@ -143,7 +136,7 @@ def test_learns_interactive_and_resume(data, tmp_path):
         "--cpu",
         stdin="1 2 3 4\n7 7 0 5 9\n",
     )
-    outs = [line.split("\t")[2] for line in inter.stdout.splitlines() if line.startswith("H-")]
+    outs = [s.hypothesis for s in generate_log.parse(inter.stdout.splitlines()).values()]
     assert outs == ["4 3 2 1", "9 5 0 7 7"]
 
 

@@ -13,6 +13,7 @@ from itertools import pairwise
 
 import pytest
 
+from attn_only_tools import generate_log
 from helpers import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data
 
 # a command written for fairseq's transformer (its flag names), tiny
@@ -67,8 +68,7 @@ SOURCES = "1 2 3 4\n5 6 7\n8 9 0 1 2\n"
 
 def hypotheses(output: str) -> list:
     """The H- lines of fairseq-generate/-interactive output, as (id, score, text), sorted by id."""
-    rows = [line.split("\t") for line in output.splitlines() if line.startswith("H-")]
-    return sorted((int(r[0][2:]), float(r[1]), r[2] if len(r) > 2 else "") for r in rows)
+    return sorted((i, *h) for i, s in generate_log.parse(output.splitlines()).items() for h in s.hypotheses)
 
 
 @pytest.fixture(scope="module")

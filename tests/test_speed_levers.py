@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from attn_only_tools import generate_log
 from helpers import PLUGIN, TINY, reversal_data, run, train
 
 
@@ -48,8 +49,7 @@ def test_fairseq_train_accepts_compile_layers(data, tmp_path):
 
 def hypotheses(stdout: str) -> dict:
     """fairseq-generate's H- lines: sentence id -> (score, tokens)."""
-    rows = [line.split("\t") for line in stdout.splitlines() if line.startswith("H-")]
-    return {int(r[0][2:]): (float(r[1]), r[2]) for r in rows}
+    return {i: s.hypotheses[0] for i, s in generate_log.parse(stdout.splitlines()).items() if s.hypotheses}
 
 
 def test_fairseq_generate_with_static_decoding_cache(data, tmp_path):

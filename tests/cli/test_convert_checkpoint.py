@@ -2,6 +2,7 @@
 
 import pytest
 
+from attn_only_tools import generate_log
 from attn_only_tools.guards.errors import PluginError
 from helpers import PLUGIN, reversal_data, run  # noqa: E402
 
@@ -57,12 +58,7 @@ def hypotheses(data, path):
         50,
         "--cpu",
     ).stdout
-    hyps = {}
-    for line in out.splitlines():
-        if line.startswith("H-"):
-            sid, score, text = line.split("\t")
-            hyps[int(sid[2:])] = (text, float(score))
-    return hyps
+    return {i: (s.hypothesis, s.score) for i, s in generate_log.parse(out.splitlines()).items()}
 
 
 def same(a, b):

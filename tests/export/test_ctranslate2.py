@@ -12,6 +12,7 @@ import torch
 
 import attn_only_plugin  # noqa: E402
 from attn_only_plugin.models.transformer import full_config  # noqa: E402
+from attn_only_tools import generate_log
 from attn_only_tools.guards.errors import PluginError  # noqa: E402
 from helpers import BIN, PLUGIN, build_model, make_dictionary, run, tool, toy_data, train_args  # noqa: E402
 
@@ -209,11 +210,8 @@ def trained(tmp_path_factory):
     export(checkpoint, data, root / "ct2")
     export(checkpoint, data, root / "ct2-int8", quantization="int8")
 
-    def column(prefix, c):
-        lines = (line.split("\t") for line in gen.stdout.splitlines() if line.startswith(prefix))
-        return {int(fields[0][2:]): fields[c] for fields in lines}
-
-    return root, column("S-", 1), column("H-", 2)
+    sentences = generate_log.parse(gen.stdout.splitlines())
+    return root, {i: s.source for i, s in sentences.items()}, {i: s.hypothesis for i, s in sentences.items()}
 
 
 def test_trained_model_gives_fairseq_generates_hypotheses(trained):

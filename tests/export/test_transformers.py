@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from attn_only_tools import generate_log
+
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: nothing is fetched, ever
 import attn_only_plugin  # noqa: E402
 from attn_only_plugin.models.transformer import full_config  # noqa: E402
@@ -245,11 +247,7 @@ def trained(tmp_path_factory):
             50,
             "--cpu",
         )
-        hyps[name] = {
-            int(line.split("\t")[0][2:]): line.split("\t")[2]
-            for line in gen.stdout.splitlines()
-            if line.startswith("H-")
-        }
+        hyps[name] = {i: s.hypothesis for i, s in generate_log.parse(gen.stdout.splitlines()).items()}
     tool("export_transformers").main(
         [
             str(checkpoint),

@@ -9,6 +9,7 @@ import pytest
 
 from attn_only_plugin.tasks.paper_search import StoppingRuleGenerator
 from attn_only_plugin.tasks.translation_paper import gnmt_length_penalty
+from attn_only_tools import generate_log
 from helpers import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data, train_args
 
 DECODE = ["--task", "translation_paper", "--beam", 4, "--lenpen", 0.6, "--lenpen-style", "gnmt"]
@@ -23,15 +24,6 @@ def trained(tmp_path_factory):
     return data, root / "ckpt" / "checkpoint_last.pt"
 
 
-def columns(stdout: str, prefix: str) -> dict:
-    """fairseq's PREFIX<id> lines: id -> their tab-separated columns after the first."""
-    return {
-        int(line.split("\t")[0][len(prefix) :]): line.split("\t")[1:]
-        for line in stdout.splitlines()
-        if line.startswith(prefix)
-    }
-
-
 def test_generate_prints_paper_scores_never_below_fairseqs(trained, tmp_path):
     """H- = the sum of the P- column / lp(|Y|) (EOS counted; fairseq prints both in log2), and
     compare_search.py finds no sentence where fairseq's rule scores higher."""
@@ -42,12 +34,13 @@ def test_generate_prints_paper_scores_never_below_fairseqs(trained, tmp_path):
         logs[rule] = tmp_path / f"{rule}.txt"
         logs[rule].write_text(run(BIN / "fairseq-generate", *args).stdout)
     out = logs["paper"].read_text()
-    hypos, positional = columns(out, "H-"), columns(out, "P-")
-    assert len(hypos) == 20
-    for i, (score, text) in hypos.items():
-        per_token = [float(x) for x in positional[i][0].split()]
+    sentences = generate_log.parse(out.splitlines())
+    assert len(sentences) == 20
+    for s in sentences.values():
+        score, text = s.hypotheses[0]
+        per_token = s.positional[0]
         assert len(per_token) == len(text.split()) + 1
-        assert float(score) == pytest.approx(sum(per_token) / gnmt_length_penalty(len(per_token), 0.6), abs=2e-3)
+        assert score == pytest.approx(sum(per_token) / gnmt_length_penalty(len(per_token), 0.6), abs=2e-3)
     compare = [sys.executable, ROOT / "benchmarks" / "compare_search.py", logs["fairseq"], logs["paper"]]
     proc = subprocess.run([str(c) for c in compare], capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
     assert proc.returncode == 0 and proc.stdout.startswith("20 sentences;"), proc.stdout + proc.stderr
@@ -67,14 +60,14 @@ def test_interactive_and_the_python_api_decode_alike_and_refuse_an_unknown_rule(
         [str(c) for c in cmd], input="1 2 3\n4 5\n", capture_output=True, text=True, env=ENV, timeout=TIMEOUT
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    hypos = columns(proc.stdout, "H-")
+    hypos = generate_log.parse(proc.stdout.splitlines())
     mt = attn_only_plugin.load(checkpoint.parent, checkpoint_file=checkpoint.name, data=str(data))
     calls, generate = [], StoppingRuleGenerator._generate
     monkeypatch.setattr(
         StoppingRuleGenerator, "_generate", lambda self, *a, **k: calls.append(1) or generate(self, *a, **k)
     )
     paper = mt.translate(["1 2 3", "4 5"], lenpen_style="gnmt", beam_stop="paper", max_len_b=5)
-    assert paper == [hypos[0][1], hypos[1][1]] and calls  # through the paper's search
+    assert paper == [hypos[0].hypothesis, hypos[1].hypothesis] and calls  # through the paper's search
     assert str(mt.hub.task.cfg.beam_stop) == "fairseq" and str(mt.hub.task.cfg.lenpen_style) == "fairseq"
     with pytest.raises(attn_only_plugin.PluginError, match="beam_stop='best' is not one of its values"):
         mt.translate("1 2", beam_stop="best")
