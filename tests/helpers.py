@@ -232,11 +232,21 @@ def starts_processes(func, seen=None) -> bool:
 # --- the real CLIs on the digit-reversal corpus ---------------------------------------------------
 
 
+# fairseq's CLIs that load batches through a torch DataLoader, whose default --num-workers 1 starts
+# a loader process per run (and, in a process that runs several CLIs, waits up to 5 s for it to
+# stop when its iterator is collected); the toy data sets load in no time in the CLI's own process
+LOADERS = {"fairseq-train", "fairseq-generate", "fairseq-validate", "fairseq-interactive"}
+
+
 def run(tool, *args, ok=True, stdin=None, cwd=None, timeout=900):
     """Run tool (a program in the venv's bin/, or a path) with args, one OpenMP thread, in ROOT;
-    fail the test with the output's tail if ok and it fails. Returns the CompletedProcess."""
+    fail the test with the output's tail if ok and it fails. Returns the CompletedProcess. fairseq's
+    CLIs load their batches in their own process (--num-workers 0) unless args say otherwise."""
+    argv = [*map(str, args)]
+    if Path(str(tool)).name in LOADERS and "--num-workers" not in argv:
+        argv += ["--num-workers", "0"]
     proc = subprocess.run(
-        [str(BIN / tool), *map(str, args)],  # BIN / an absolute path is that path
+        [str(BIN / tool), *argv],  # BIN / an absolute path is that path
         capture_output=True,
         text=True,
         input=stdin,
@@ -324,9 +334,12 @@ def train(data_bin, save_dir, *extra, max_update=20, ok=True):
 
 def train_args(data: Path, save_dir: Path, max_update: int, dropout: float, *extra) -> list:
     """fairseq-train's arguments (without the program) on the toy model: fixed batches of 16
-    sentences, seed 3, a log line for every update (`num_updates=N`) on stdout."""
+    sentences, seed 3, a log line for every update (`num_updates=N`) on stdout, batches loaded in
+    the CLI's own process (LOADERS)."""
     return [
         data,
+        "--num-workers",
+        0,
         "--user-dir",
         PLUGIN,
         "--arch",

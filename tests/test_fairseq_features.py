@@ -153,7 +153,8 @@ def generated(models, tmp_path_factory):
     for which in ("builtin", "ours"):
         for name, (cli, flags) in {**FEATURES, **OTHER_RUNS}.items():
             path = f"{models['ours']}:{models['builtin']}" if name == "ensemble" else models[which]
-            common = [models["data"], "--user-dir", PLUGIN, "--path", path, "--cpu", "--beam", 4]
+            # --num-workers 0: a loader process would cost each run a 5 s wait for it to stop
+            common = [models["data"], "--user-dir", PLUGIN, "--path", path, "--cpu", "--beam", 4, "--num-workers", 0]
             common += ["--batch-size", 16, "--gen-subset", "test"] if cli == "generate" else []
             runs[f"{name}.{which}"] = (
                 cli,

@@ -97,6 +97,7 @@ def test_test_sh_fast_leaves_the_slow_tests_out():
             capture_output=True,
             text=True,
             cwd=helpers.ROOT,
+            env=dict(os.environ, TEST_WORKERS="1"),  # collected in one process: no workers to start
             timeout=600,
         )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
