@@ -12,7 +12,7 @@ once (tokens, scores, tasks/finished_hypotheses.py's slots) and updated in place
 operations, with no Python loop over sentences and no copy to the host in a step, but for an
 "all done?" test every SYNC_EVERY steps. So every step has the same shapes, and with
 --static-decoding-cache the same cache buffers within a chunk: what a CUDA graph of the decoder
-step needs (`--cuda-graph-decoding`, tasks/step_graph.py). The price: done sentences are decoded
+step needs (`--cuda-graph-decoding`, tasks/decoder_step.py). The price: done sentences are decoded
 (and thrown away) until the whole batch is done or the test comes round.
 
 The encoder output is expanded to the beam once and never reordered again: a hypothesis never
@@ -38,6 +38,7 @@ from torch import Tensor
 
 from attn_only_tools.guards.errors import PluginError
 
+from .decoder_step import DecoderStep, check_graphable
 from .finished_hypotheses import FinishedHypotheses
 
 SYNC_EVERY = 8  # steps between "all done?" tests (a copy to the host); not the paper's, not tuned
@@ -89,7 +90,7 @@ class BatchedBeamSearch(SequenceGenerator):
         beam_stop: str = "fairseq",
         exponent: Optional[Callable[[int, float], float]] = None,
         length_penalty: Optional[Callable] = None,
-        step_runner=None,
+        cuda_graph: bool = False,
         **kwargs,
     ):
         super().__init__(models, tgt_dict, **kwargs)
@@ -106,7 +107,9 @@ class BatchedBeamSearch(SequenceGenerator):
         self.paper = beam_stop == "paper"
         self.exponent = exponent
         self.length_penalty = length_penalty or (lambda n, alpha: n**alpha)
-        self.step_runner = step_runner  # tasks/step_graph.py's; None: the ensemble's forward_decoder
+        self.cuda_graph = cuda_graph  # the decoder step through tasks/decoder_step.py's graphs
+        if cuda_graph:
+            check_graphable(models)
 
     def divisor(self, step: int) -> float:
         """What this step's ended hypotheses (n = step + 1 tokens) are divided by, n^e computed as
@@ -140,10 +143,11 @@ class BatchedBeamSearch(SequenceGenerator):
         tokens[:, 0] = self.eos if bos_token is None else bos_token
         finished = FinishedHypotheses(B, k, max_len + 1, self.pad, device, self.paper)
         done = torch.zeros(B, dtype=torch.bool, device=device)  # (B,)
+        runner = DecoderStep(self.model.models[0], self.temperature) if self.cuda_graph else None
         ids = sample["id"] if isinstance(sample.get("id"), Tensor) else torch.arange(B, device=device)
         offsets = torch.arange(B, device=device)[:, None] * k  # (B, 1) first row of each sentence
         for step in range(max_len + 1):  # one step more for the end-of-sentence
-            lprobs = self.next_lprobs(step, tokens, encoder_outs, states, max_len)  # (B k, V)
+            lprobs = self.next_lprobs(step, tokens, encoder_outs, states, max_len, runner)  # (B k, V)
             cand_scores, cand_tokens, cand_beams = self.search.step(
                 step, lprobs.view(B, k, -1), scores.view(B, k, -1)[:, :, :step], tokens[:, : step + 1], ids
             )  # (B, c) each
@@ -156,10 +160,11 @@ class BatchedBeamSearch(SequenceGenerator):
             self.model.reorder_incremental_state(states, order)
         return finished.hypotheses()
 
-    def next_lprobs(self, step: int, tokens: Tensor, encoder_outs, states, max_len: int) -> Tensor:
-        """(B k, V) the next token's log-probabilities, masked as fairseq masks them."""
-        if self.step_runner is not None:
-            lprobs = self.step_runner(step, tokens, encoder_outs, states)
+    def next_lprobs(self, step: int, tokens: Tensor, encoder_outs, states, max_len: int, runner=None) -> Tensor:
+        """(B k, V) the next token's log-probabilities (through runner, a DecoderStep, if given),
+        masked as fairseq masks them."""
+        if runner is not None:
+            lprobs = runner(step, tokens, encoder_outs, states)
         else:
             lprobs, _ = self.model.forward_decoder(tokens[:, : step + 1], encoder_outs, states, self.temperature)
         lprobs.masked_fill_(lprobs.isnan(), -math.inf)

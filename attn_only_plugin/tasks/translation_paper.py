@@ -11,7 +11,7 @@ fairseq's. |Y| counts the end-of-sentence token in both (as tensor2tensor's beam
 rule with a patience factor (both in tasks/paper_search.py). `--batched-search` (off by default,
 speed only) decodes with either rule and either penalty over a batch that keeps its size
 (tasks/batched_search.py): the same hypotheses and scores, shapes that repeat step after step;
-`--cuda-graph-decoding` adds CUDA graphs of its decoder step (tasks/step_graph.py).
+`--cuda-graph-decoding` replays its decoder step as a CUDA graph (tasks/decoder_step.py).
 
 Every option that changes how hypotheses are ranked applies, or the generator is refused in one
 line (check_ranking_options): the GNMT penalty ranks beam search, sampling, --print-alignment's
@@ -128,7 +128,8 @@ class PaperTranslationConfig(TranslationConfig):
         default=False,  # not the paper's: speed only
         metadata={
             "help": "with --batched-search and a model with --static-decoding-cache on a GPU: replay the "
-            "decoder step as a CUDA graph, captured once per 64-step cache chunk (see tasks/step_graph.py)"
+            "decoder step as a CUDA graph, captured once per 64-step cache chunk; on a CPU the same step runs "
+            "eagerly (see tasks/decoder_step.py)"
         },
     )
 
@@ -139,7 +140,8 @@ def batched_generator(cfg, args, seq_gen_cls, extra_gen_cls_kwargs):
     batched_search.check_options(cfg, args, seq_gen_cls, extra_gen_cls_kwargs)
     stopping_rule(cfg, args, None, extra_gen_cls_kwargs, gnmt_length_penalty)  # the same checks of --beam-stop
     gnmt = str(cfg.lenpen_style) == "gnmt"
-    extra = dict(extra_gen_cls_kwargs or {}, beam_stop=str(cfg.beam_stop))
+    graph = bool(getattr(cfg, "cuda_graph_decoding", False))
+    extra = dict(extra_gen_cls_kwargs or {}, beam_stop=str(cfg.beam_stop), cuda_graph=graph)
     if gnmt:
         extra.update(length_penalty=gnmt_length_penalty, exponent=gnmt_exponent)
     return batched_search.BatchedBeamSearch, extra
