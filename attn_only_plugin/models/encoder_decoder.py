@@ -282,6 +282,15 @@ class Decoder(FairseqIncrementalDecoder, Stack):
             DecodingState(entries, static=self.static_cache).reorder(new_order)
             self.set_incremental_state(incremental_state, "cache", entries)
 
+    def reorder_within_beams(self, incremental_state: IncrementalState, new_order: Tensor):
+        """A search over a batch of fixed size (tasks/batched_search.py) goes on with hypotheses
+        new_order, each within its sentence's beam: the decoding state reorders its self-attention
+        caches only, without asking the host which rows move (modules/decoding_state.py)."""
+        entries = self.get_incremental_state(incremental_state, "cache")
+        if entries is not None:
+            DecodingState(entries, static=self.static_cache).reorder_within_beams(new_order)
+            self.set_incremental_state(incremental_state, "cache", entries)
+
     def reorder_incremental_state_scripting(self, incremental_state: IncrementalState, new_order: Tensor):
         """SequenceGenerator's entry point for every reorder. fairseq's version walks all
         submodules and calls reorder_incremental_state on each that has one (a failed hasattr per

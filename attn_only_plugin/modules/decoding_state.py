@@ -113,3 +113,15 @@ class DecodingState:
         reorder = static_cache.reorder_in_place if self.static else reorder_cache
         for key in selves:
             self.entries[key] = reorder(self.entries[key], new_order, moved)  # (B', h, S or C, d)
+
+    def reorder_within_beams(self, new_order: Tensor) -> None:
+        """A reorder that keeps the batch's size and every hypothesis in its sentence's beam (a
+        search over a fixed batch): the memory keys/values stay as they are, and each
+        self-attention cache takes new_order (B,) with one copy of all its rows, in place for the
+        fixed-size ones; no test of which rows move (reorder's), so nothing is copied to the host."""
+        for key in self._layers("self"):
+            cached = self.entries[key]
+            if self.static:
+                self.entries[key] = cached.copy_(cached.index_select(0, new_order))  # (B, h, C, d), same buffer
+            else:
+                self.entries[key] = reorder_cache(cached, new_order)  # (B, h, S, d)

@@ -157,8 +157,19 @@ class BatchedBeamSearch(SequenceGenerator):
             if step == max_len or ((step + 1) % SYNC_EVERY == 0 and bool(done.all())):
                 break
             order = self.advance(step, ends, cand_scores, cand_tokens, cand_rows, tokens, scores, done)
-            self.model.reorder_incremental_state(states, order)
+            self.reorder(states, order)
         return finished.hypotheses()
+
+    def reorder(self, states, order: Tensor) -> None:
+        """Each model's decoder state takes the hypotheses `order` (B k,): ours by its reorder
+        within beams (no copy to the host), another's by fairseq's reorder."""
+        if not self.model.has_incremental_states():
+            return
+        for model, state in zip(self.model.models, states, strict=True):
+            if hasattr(model.decoder, "reorder_within_beams"):
+                model.decoder.reorder_within_beams(state, order)
+            else:
+                model.decoder.reorder_incremental_state_scripting(state, order)
 
     def next_lprobs(self, step: int, tokens: Tensor, encoder_outs, states, max_len: int, runner=None) -> Tensor:
         """(B k, V) the next token's log-probabilities (through runner, a DecoderStep, if given),

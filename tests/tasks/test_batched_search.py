@@ -14,9 +14,10 @@ from attn_only_plugin.modules import static_cache
 from attn_only_plugin.modules.decoding_state import DecodingState
 from attn_only_plugin.tasks import batched_search
 from attn_only_plugin.tasks.batched_search import BatchedBeamSearch
+from attn_only_plugin.tasks.finished_hypotheses import FinishedHypotheses
 from attn_only_plugin.tasks.translation_paper import PaperTranslationConfig, PaperTranslationTask
 from attn_only_tools.guards.errors import PluginError
-from helpers import build_model, make_dictionary, random_batch
+from helpers import build_builtin, build_model, make_dictionary, random_batch
 
 D = make_dictionary(30)
 
@@ -99,7 +100,8 @@ def test_the_same_hypotheses_as_fairseqs_search(options):
 
 @pytest.mark.parametrize("chunk", [4, 64])
 def test_with_the_static_cache_and_an_ensemble(chunk, monkeypatch):
-    """Fixed-size caches across chunk boundaries (4) and within one (64); an ensemble of two."""
+    """Fixed-size caches across chunk boundaries (4) and within one (64); ensembles of two of ours,
+    and of ours with fairseq's transformer."""
     monkeypatch.setattr(static_cache, "STATIC_CHUNK", chunk)
     model = ending_model(static_decoding_cache=True)
     assert_same(decode([model], False), decode([model], True))
@@ -108,6 +110,8 @@ def test_with_the_static_cache_and_an_ensemble(chunk, monkeypatch):
         for p in other.parameters():
             p.mul_(1.1)
     assert_same(decode([model, other], False, stop="paper"), decode([model, other], True, stop="paper"))
+    builtin = build_builtin(D).eval()  # fairseq's transformer: its own reorder of the decoder state
+    assert_same(decode([model, builtin], False), decode([model, builtin], True))
 
 
 def test_every_step_has_the_same_shapes_and_buffers(monkeypatch):
@@ -147,6 +151,28 @@ def test_it_stops_when_every_sentence_is_done(monkeypatch):
     hypos = decode([model], True, beam=5, stop="paper", style="gnmt", lenpen=-0.5, max_len_b=40)
     longest = max(len(h["tokens"]) for hyps in hypos for h in hyps)
     assert len(steps) < 49 and len(steps) % batched_search.SYNC_EVERY == 0 and longest <= len(steps)
+
+
+def test_no_copy_to_the_host_in_a_step_but_the_all_done_test(monkeypatch):
+    """Within the search (the hypotheses' final copy aside), with our model and the fixed-size
+    caches: no .item(), .tolist(), .nonzero(), .cpu() or truth test of a tensor but the "all
+    done?" test every SYNC_EVERY steps (max_len 14: steps 0-14, the test after step 7)."""
+    model = ending_model(static_decoding_cache=True)
+    calls, counting = [], [True]
+    for name in ("item", "tolist", "nonzero", "cpu", "__bool__", "__int__", "__float__"):
+        original = getattr(torch.Tensor, name)
+
+        def spy(self, *args, _original=original, _name=name, **kwargs):
+            if counting:
+                calls.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    hypotheses = FinishedHypotheses.hypotheses
+    monkeypatch.setattr(FinishedHypotheses, "hypotheses", lambda self: counting.clear() or hypotheses(self))
+    monkeypatch.setattr(batched_search, "SYNC_EVERY", 8)
+    decode([model], True)
+    assert calls == ["__bool__"]
 
 
 REFUSED = [
