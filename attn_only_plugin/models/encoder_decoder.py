@@ -241,9 +241,8 @@ class Decoder(FairseqIncrementalDecoder, Stack):
 
     @staticmethod
     def step_tokens(prev_output_tokens: Tensor, incremental_state, step: Optional[int]) -> Tuple[Tensor, int]:
-        """The tokens to run and their step: all of them and -1 for a full pass; fairseq's
-        incremental call gives the whole prefix (B, t + 1), of which step t runs the last (B, 1); a
-        caller's own step gives those (B, 1) tokens already."""
+        """The tokens to run and their step: all and -1 for a full pass; of fairseq's incremental call's
+        prefix (B, t + 1) the last (B, 1) at step t; a caller's own step gives those (B, 1) already."""
         if step is not None:
             return prev_output_tokens, step
         if incremental_state is None:
@@ -283,9 +282,8 @@ class Decoder(FairseqIncrementalDecoder, Stack):
             self.set_incremental_state(incremental_state, "cache", entries)
 
     def reorder_within_beams(self, incremental_state: IncrementalState, new_order: Tensor):
-        """A search over a batch of fixed size (tasks/batched_search.py) goes on with hypotheses
-        new_order, each within its sentence's beam: the decoding state reorders its self-attention
-        caches only, without asking the host which rows move (modules/decoding_state.py)."""
+        """A search over a fixed batch (tasks/batched_search.py) goes on with hypotheses new_order, each
+        in its sentence's beam: only self-attention caches move, the host is not asked which rows."""
         entries = self.get_incremental_state(incremental_state, "cache")
         if entries is not None:
             DecodingState(entries, static=self.static_cache).reorder_within_beams(new_order)

@@ -138,11 +138,7 @@ class BatchedBeamSearch(SequenceGenerator):
         encoder_outs = self.model.forward_encoder(sample["net_input"])
         expand = torch.arange(B, device=device).repeat_interleave(k)  # (B k,) each sentence k times
         encoder_outs = self.model.reorder_encoder_out(encoder_outs, expand)
-        scores = torch.zeros(B * k, max_len + 1, device=device)  # (B k, L) summed log P after each position
-        tokens = torch.full((B * k, max_len + 2), self.pad, dtype=torch.long, device=device)  # (B k, L + 1)
-        tokens[:, 0] = self.eos if bos_token is None else bos_token
-        finished = FinishedHypotheses(B, k, max_len + 1, self.pad, device, self.paper)
-        done = torch.zeros(B, dtype=torch.bool, device=device)  # (B,)
+        tokens, scores, finished, done = self.buffers(B, max_len, device, self.eos if bos_token is None else bos_token)
         runner = DecoderStep(self.model.models[0], self.temperature) if self.cuda_graph else None
         ids = sample["id"] if isinstance(sample.get("id"), Tensor) else torch.arange(B, device=device)
         offsets = torch.arange(B, device=device)[:, None] * k  # (B, 1) first row of each sentence
@@ -159,6 +155,16 @@ class BatchedBeamSearch(SequenceGenerator):
             order = self.advance(step, ends, cand_scores, cand_tokens, cand_rows, tokens, scores, done)
             self.reorder(states, order)
         return finished.hypotheses()
+
+    def buffers(self, B: int, max_len: int, device, bos: int):
+        """The search's buffers, made once: tokens (B k, L + 1) (bos, then pad), summed log P after
+        each position (B k, L), the finished slots, and which sentences are done (B,)."""
+        k = self.beam_size
+        tokens = torch.full((B * k, max_len + 2), self.pad, dtype=torch.long, device=device)  # (B k, L + 1)
+        tokens[:, 0] = bos
+        scores = torch.zeros(B * k, max_len + 1, device=device)  # (B k, L)
+        finished = FinishedHypotheses(B, k, max_len + 1, self.pad, device, self.paper)
+        return tokens, scores, finished, torch.zeros(B, dtype=torch.bool, device=device)
 
     def reorder(self, states, order: Tensor) -> None:
         """Each model's decoder state takes the hypotheses `order` (B k,): ours by its reorder
