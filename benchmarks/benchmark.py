@@ -250,6 +250,16 @@ def main(argv=None) -> None:
         help="ours with --static-decoding-cache (fixed-size self-attention caches in beam search)",
     )
     p.add_argument(
+        "--batched-search",
+        action="store_true",
+        help="ours decoded by --batched-search's generator (a batch that keeps its size), not SequenceGenerator",
+    )
+    p.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="with --batched-search and --static-cache: ours with --cuda-graph-decoding (eager on a CPU)",
+    )
+    p.add_argument(
         "--pad-to-multiple",
         type=int,
         default=1,
@@ -268,10 +278,14 @@ def main(argv=None) -> None:
         check_settings(a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.peak_tflops, a.batching)
         if a.pad_to_multiple < 1:
             raise ValueError(f"--pad-to-multiple must be >= 1, got {a.pad_to_multiple}")
+        if a.cuda_graph and not (a.batched_search and a.static_cache):
+            raise ValueError("--cuda-graph graphs the step of --batched-search with --static-cache: add both")
     except ValueError as e:
         sys.exit(f"error: {e}")
     chosen = dict(compile=a.compile_layers, static_cache=a.static_cache, pad_to=a.pad_to_multiple, half=a.half)
+    chosen.update(batched_search=a.batched_search, cuda_graph=a.cuda_graph)
     off = dict(compile=None, static_cache=False, pad_to=1, half="float16")  # (True == 1: compared per lever)
+    off.update(batched_search=False, cuda_graph=False)
     levers = {k: v for k, v in chosen.items() if v != off[k]}
     import attn_only_plugin  # noqa: F401  (its one-line errors here too, as in the measuring processes)
 

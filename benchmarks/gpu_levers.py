@@ -1,7 +1,8 @@
 """Each speed lever of ours that is not the paper's, one row each, against fairseq's built-in in the
-same row: eager, --compile-layers, lengths padded to buckets, bf16 and the fixed-size decoding cache,
-for transformer_big training at ~25k target tokens a step (1280 sentences) on seen and fresh shapes
-with peak memory, and beam-4 generation; one results file (JSON, the table inside).
+same row: eager, --compile-layers, lengths padded to buckets, bf16, the fixed-size decoding cache, the
+batched beam search and its CUDA-graphed decoder step, for transformer_big training at ~25k target
+tokens a step (1280 sentences) on seen and fresh shapes with peak memory, and beam-4 generation; one
+results file (JSON, the table inside).
 
     python benchmarks/gpu_levers.py --out levers.json                             # one GPU, within --budget-s
     python benchmarks/gpu_levers.py --device cpu --preset tiny --out smoke.json   # the same rows, tiny: a check
@@ -37,6 +38,16 @@ ROWS = {
     ),
     "gen_eager": ("beam 4, ours eager (first repeat new shapes, later ones seen)", "generation", []),
     "gen_static_cache": ("beam 4, ours with --static-decoding-cache", "generation", ["--static-cache"]),
+    "gen_batched_search": (
+        "beam 4, ours with --batched-search (a batch that keeps its size)",
+        "generation",
+        ["--batched-search"],
+    ),
+    "gen_cuda_graph": (
+        "beam 4, ours with --batched-search, --static-decoding-cache and --cuda-graph-decoding",
+        "generation",
+        ["--static-cache", "--batched-search", "--cuda-graph"],
+    ),
     "train_bucket_compile_fresh": (
         "--compile-layers, lengths padded to multiples of 8; fresh shapes",
         "training",
@@ -183,7 +194,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=Path, required=True, help="the results file (JSON)")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     a = p.parse_args(argv)
-    atomic.check_output_or_exit(a.out, [], a.force)
+    atomic.check_output(a.out, [], a.force)
     if a.budget_s is None:
         a.budget_s = SETTINGS[a.device]["budget_s"]
     if a.budget_s <= 0:

@@ -99,8 +99,9 @@ class Translator:
         **kwargs,
     ):
         """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50. The decoding
-        options of the translation_paper task also go here: lenpen_style, beam_stop, beam_patience
-        (e.g. beam_stop="paper", the paper's search: tasks/paper_search.py)."""
+        options of the translation_paper task also go here: lenpen_style, beam_stop, beam_patience,
+        batched_search, cuda_graph_decoding (e.g. beam_stop="paper", the paper's search:
+        tasks/paper_search.py)."""
         check_decoding(beam, lenpen, max_len_a, max_len_b)
         task_options = {k: kwargs.pop(k) for k in TASK_DECODING if k in kwargs}
         _unknown(kwargs, _fairseq_options("generation"), "translate()")
@@ -148,7 +149,8 @@ class Translator:
         return out
 
 
-TASK_DECODING = ("lenpen_style", "beam_stop", "beam_patience")  # translation_paper's decoding options
+# translation_paper's decoding options
+TASK_DECODING = ("lenpen_style", "beam_stop", "beam_patience", "batched_search", "cuda_graph_decoding")
 
 
 @contextlib.contextmanager

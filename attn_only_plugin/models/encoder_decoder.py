@@ -178,10 +178,19 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         need_attn: bool = False,
         need_all_weights: bool = False,
         real_only: bool = False,
+        step: Optional[int] = None,
+        position: Optional[Tensor] = None,
         **unused,
     ):
         x, extra = self.extract_features(
-            prev_output_tokens, encoder_out, incremental_state, need_attn or self.need_attn, need_all_weights, real_only
+            prev_output_tokens,
+            encoder_out,
+            incremental_state,
+            need_attn or self.need_attn,
+            need_all_weights,
+            real_only,
+            step=step,
+            position=position,
         )
         return (x if features_only else self.output_layer(x)), extra
 
@@ -193,19 +202,22 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         need_attn: bool = False,
         need_all_weights: bool = False,
         real_only: bool = False,
+        step: Optional[int] = None,
+        position: Optional[Tensor] = None,
         **unused,
     ):
         """prev_output_tokens: (B, T). Returns (B, T, d_model) features (B, 1, d_model when
         incremental) and {"attn": [encoder-decoder weights of alignment_layer averaged over heads
         (B, T, S), or None], "real_index": None}; need_all_weights adds every layer's per-head
         weights. With real_only, when training packs the targets' real tokens, the features are
-        those N tokens' (N, d_model) and "real_index" their flat positions b T + t, (N,)."""
+        those N tokens' (N, d_model) and "real_index" their flat positions b T + t, (N,).
+        A caller's own incremental step (tasks/decoder_step.py, for a CUDA graph) gives step, and
+        prev_output_tokens holds only that step's tokens (B, 1); position is step as a (1,) tensor."""
         memory, memory_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]  # (B_s, S, d_model)
-        step = -1 if incremental_state is None else prev_output_tokens.size(1) - 1
-        tokens = prev_output_tokens if step < 0 else prev_output_tokens[:, -1:]  # (B, T); one step: (B, 1)
+        tokens, step = self.step_tokens(prev_output_tokens, incremental_state, step)  # (B, T); one step: (B, 1)
         packing = target_packing(tokens, self.padding_idx, self.training and step < 0)  # real tokens only
-        x = self.embed(tokens, step, packing)  # (B, T, d_model), or (N, d_model) packed: sections 3.4, 3.5
-        state = self.decoding_state(incremental_state, memory_pad, x.dtype, step)
+        x = self.embed(tokens, step, packing, position)  # (B, T, d_model), or (N, d_model) packed: sections 3.4, 3.5
+        state = self.decoding_state(incremental_state, memory_pad, x.dtype, step, position)
         memory_mask = ~memory_pad if state is None else state.memory_mask  # (B_s, S) True or 0 = real token
         attn, cross_all, self_all = None, [], []
         with self.saved_tensors_place():
@@ -227,8 +239,23 @@ class Decoder(FairseqIncrementalDecoder, Stack):
             extra.update(cross_attn=cross_all, self_attn=self_all)
         return x, extra
 
+    @staticmethod
+    def step_tokens(prev_output_tokens: Tensor, incremental_state, step: Optional[int]) -> Tuple[Tensor, int]:
+        """The tokens to run and their step: all and -1 for a full pass; of fairseq's incremental call's
+        prefix (B, t + 1) the last (B, 1) at step t; a caller's own step gives those (B, 1) already."""
+        if step is not None:
+            return prev_output_tokens, step
+        if incremental_state is None:
+            return prev_output_tokens, -1
+        return prev_output_tokens[:, -1:], prev_output_tokens.size(1) - 1
+
     def decoding_state(
-        self, incremental_state: Optional[IncrementalState], memory_pad: Tensor, dtype: torch.dtype, step: int = 0
+        self,
+        incremental_state: Optional[IncrementalState],
+        memory_pad: Tensor,
+        dtype: torch.dtype,
+        step: int = 0,
+        position: Optional[Tensor] = None,
     ) -> Optional[DecodingState]:
         """Incremental decoding: the state kept in fairseq's incremental_state, begun for this
         step over memory_pad (B_s, S) (modules/decoding_state.py; with --static-decoding-cache
@@ -238,7 +265,7 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         entries = self.get_incremental_state(incremental_state, "cache") or {}
         self.set_incremental_state(incremental_state, "cache", entries)
         state = DecodingState(entries, static=self.static_cache)
-        state.begin_step(memory_pad, dtype, step)
+        state.begin_step(memory_pad, dtype, step, position)
         return state
 
     def output_layer(self, features: Tensor) -> Tensor:
@@ -252,6 +279,14 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         entries = self.get_incremental_state(incremental_state, "cache")
         if entries is not None:
             DecodingState(entries, static=self.static_cache).reorder(new_order)
+            self.set_incremental_state(incremental_state, "cache", entries)
+
+    def reorder_within_beams(self, incremental_state: IncrementalState, new_order: Tensor):
+        """A search over a fixed batch (tasks/batched_search.py) goes on with hypotheses new_order, each
+        in its sentence's beam: only self-attention caches move, the host is not asked which rows."""
+        entries = self.get_incremental_state(incremental_state, "cache")
+        if entries is not None:
+            DecodingState(entries, static=self.static_cache).reorder_within_beams(new_order)
             self.set_incremental_state(incremental_state, "cache", entries)
 
     def reorder_incremental_state_scripting(self, incremental_state: IncrementalState, new_order: Tensor):

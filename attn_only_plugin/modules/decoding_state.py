@@ -66,13 +66,17 @@ class DecodingState:
         self.self_mask: Optional[Tensor] = None  # (1, C) additive over a fixed-size cache, this step
         self.step: Optional[Tensor] = None  # (1,) this step's position, with a fixed-size cache
 
-    def begin_step(self, memory_pad: Tensor, dtype: torch.dtype, step: int = 0) -> None:
+    def begin_step(
+        self, memory_pad: Tensor, dtype: torch.dtype, step: int = 0, position: Optional[Tensor] = None
+    ) -> None:
         """A decoding step over memory_pad (B_s, S) True = pad: the memory mask, made additive
         (0 / -inf) once for all layers (cache.additive); with fixed-size caches, the mask of the
-        self-attention positions written so far, step the (0-based) position of this step."""
+        self-attention positions written so far, step the (0-based) position of this step, and
+        `position` the same as a (1,) tensor on the device when the caller has one (a CUDA graph's
+        input: no copy from the host in the step)."""
         self.memory_mask = additive(~memory_pad, dtype)  # (B_s, S)
         if self.static:
-            self.step = torch.tensor([step], device=memory_pad.device)  # (1,)
+            self.step = torch.tensor([step], device=memory_pad.device) if position is None else position  # (1,)
             self.self_mask = static_cache.visible(self.step, static_cache.capacity(step + 1), dtype)  # (1, C)
 
     def self_attention(self, layer: str, k: Tensor, v: Tensor, window: Optional[int]) -> Tuple[Tensor, Tensor]:
@@ -109,3 +113,15 @@ class DecodingState:
         reorder = static_cache.reorder_in_place if self.static else reorder_cache
         for key in selves:
             self.entries[key] = reorder(self.entries[key], new_order, moved)  # (B', h, S or C, d)
+
+    def reorder_within_beams(self, new_order: Tensor) -> None:
+        """A reorder that keeps the batch's size and every hypothesis in its sentence's beam (a
+        search over a fixed batch): the memory keys/values stay as they are, and each
+        self-attention cache takes new_order (B,) with one copy of all its rows, in place for the
+        fixed-size ones; no test of which rows move (reorder's), so nothing is copied to the host."""
+        for key in self._layers("self"):
+            cached = self.entries[key]
+            if self.static:
+                self.entries[key] = cached.copy_(cached.index_select(0, new_order))  # (B, h, C, d), same buffer
+            else:
+                self.entries[key] = reorder_cache(cached, new_order)  # (B, h, S, d)

@@ -55,11 +55,16 @@ class TransformerEmbedding(nn.Module):
             self.register_buffer("pe", sinusoid_table(max_positions, d_model), persistent=False)
         self.dropout = Dropout(dropout)
 
-    def forward(self, tokens: Tensor, step: int = -1, packing: Optional[Packing] = None) -> Tensor:
-        """tokens: (B, T). step >= 0: incremental decoding, the T (=1) tokens sit at position step.
-        With a packing (training), returns the real rows only, and dropout draws for those alone."""
+    def forward(
+        self, tokens: Tensor, step: int = -1, packing: Optional[Packing] = None, position: Optional[Tensor] = None
+    ) -> Tensor:
+        """tokens: (B, T). step >= 0: incremental decoding, the T (=1) tokens sit at position step;
+        `position`, when given, is that step as a (1,) tensor on the device (a CUDA graph's input:
+        the positions read from it, not baked in). With a packing (training), returns the real rows
+        only, and dropout draws for those alone."""
         if step >= 0:
-            pos = torch.full_like(tokens, step) + torch.arange(tokens.size(1), device=tokens.device)
+            start = torch.full_like(tokens, step) if position is None else position.expand_as(tokens)  # (B, T)
+            pos = start + torch.arange(tokens.size(1), device=tokens.device)
         else:
             real = tokens.ne(self.padding_idx)
             pos = (real.cumsum(dim=1) - 1).clamp(min=0)  # (B, T); pads get 0, masked later

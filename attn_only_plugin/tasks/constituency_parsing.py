@@ -138,6 +138,8 @@ class ConstituencyParsingTask(PaperTranslationTask):
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         if self.cfg.constrain_trees:
             check_constrain_trees(args)
+            if getattr(self.cfg, "batched_search", False):
+                raise PluginError("--batched-search does not support --constrain-trees: drop one of them")
         generator = super().build_generator(
             models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs
         )

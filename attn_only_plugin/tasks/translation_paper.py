@@ -8,7 +8,10 @@ lp(Y) = ((5 + |Y|) / 6)^alpha and rank finished hypotheses by log P(Y|X) / lp(Y)
 `--lenpen-style gnmt` gives the paper's penalty with alpha = --lenpen; the default keeps
 fairseq's. |Y| counts the end-of-sentence token in both (as tensor2tensor's beam search does).
 `--beam-stop paper` gives tensor2tensor's beam search stopping rule, `--beam-patience p` fairseq's
-rule with a patience factor (both in tasks/paper_search.py).
+rule with a patience factor (both in tasks/paper_search.py). `--batched-search` (off by default,
+speed only) decodes with either rule and either penalty over a batch that keeps its size
+(tasks/batched_search.py): the same hypotheses and scores, shapes that repeat step after step;
+`--cuda-graph-decoding` replays its decoder step as a CUDA graph (tasks/decoder_step.py).
 
 Every option that changes how hypotheses are ranked applies, or the generator is refused in one
 line (check_ranking_options): the GNMT penalty ranks beam search, sampling, --print-alignment's
@@ -27,6 +30,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from attn_only_tools.guards.errors import PluginError
 
+from . import batched_search
 from .paper_search import BEAM_STOPS, stopping_rule
 
 LENPEN_STYLES = ChoiceEnum(["fairseq", "gnmt"])
@@ -112,6 +116,35 @@ class PaperTranslationConfig(TranslationConfig):
             "ended and return the best beam of them (Kasai et al. 2022; CTranslate2's name); 1: fairseq's rule"
         },
     )
+    batched_search: bool = field(
+        default=False,  # not the paper's: speed only, the same hypotheses as fairseq's SequenceGenerator
+        metadata={
+            "help": "beam search over a batch that keeps its size (done sentences masked, not dropped), "
+            "the same hypotheses and scores as fairseq's search with --beam-stop and --lenpen-style, shapes "
+            "that repeat step after step (see tasks/batched_search.py); plain beam search only"
+        },
+    )
+    cuda_graph_decoding: bool = field(
+        default=False,  # not the paper's: speed only
+        metadata={
+            "help": "with --batched-search and a model with --static-decoding-cache on a GPU: replay the "
+            "decoder step as a CUDA graph, captured once per 64-step cache chunk; on a CPU the same step runs "
+            "eagerly (see tasks/decoder_step.py)"
+        },
+    )
+
+
+def batched_generator(cfg, args, seq_gen_cls, extra_gen_cls_kwargs):
+    """The generator class and extra arguments of --batched-search (refused in one line where it
+    cannot reproduce the search asked for)."""
+    batched_search.check_options(cfg, args, seq_gen_cls, extra_gen_cls_kwargs)
+    stopping_rule(cfg, args, None, extra_gen_cls_kwargs, gnmt_length_penalty)  # the same checks of --beam-stop
+    gnmt = str(cfg.lenpen_style) == "gnmt"
+    graph = bool(getattr(cfg, "cuda_graph_decoding", False))
+    extra = dict(extra_gen_cls_kwargs or {}, beam_stop=str(cfg.beam_stop), cuda_graph=graph)
+    if gnmt:
+        extra.update(length_penalty=gnmt_length_penalty, exponent=gnmt_exponent)
+    return batched_search.BatchedBeamSearch, extra
 
 
 @register_task("translation_paper", dataclass=PaperTranslationConfig)
@@ -120,6 +153,13 @@ class PaperTranslationTask(TranslationTask):
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         check_ranking_options(self.cfg, args, seq_gen_cls)  # the caller's own generator class, if any
+        if getattr(self.cfg, "cuda_graph_decoding", False) and not getattr(self.cfg, "batched_search", False):
+            raise PluginError("--cuda-graph-decoding graphs the step of --batched-search: add --batched-search")
+        if getattr(self.cfg, "batched_search", False):
+            seq_gen_cls, extra_gen_cls_kwargs = batched_generator(self.cfg, args, seq_gen_cls, extra_gen_cls_kwargs)
+            return super().build_generator(
+                models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs
+            )
         seq_gen_cls, extra_gen_cls_kwargs = stopping_rule(
             self.cfg, args, seq_gen_cls, extra_gen_cls_kwargs, gnmt_length_penalty
         )

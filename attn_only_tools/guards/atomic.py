@@ -130,12 +130,3 @@ def check_writable(path, flag: str = "--out", create_folders: bool = False) -> N
         raise PluginError(f"the folder of {path} does not exist: create it first, or choose another {flag}")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise PluginError(f"{flag} {path} cannot be written: this user may not write into {existing}")
-
-
-def check_output_or_exit(output, inputs, force: bool = False, flag: str = "--out") -> None:
-    """check_output for a script's main(): its refusal as one `error:` line on stderr and exit
-    status 1 (SystemExit), the way every script reports bad input."""
-    try:
-        check_output(output, inputs, force, flag)
-    except PluginError as e:
-        raise SystemExit(f"error: {e}") from None

@@ -29,14 +29,17 @@ SPEED_PATHS = {
 # shape["levers"]: speed levers that are not the paper's, off unless named (docs/speed.md, "Prepared for
 # the next GPU session"): "compile" (ours with --compile-layers; the value is torch.compile's backend),
 # "static_cache" (ours with --static-decoding-cache), "pad_to" (every batch's source and target lengths
-# padded up to a multiple of it, both models: fewer shapes) and "half" ("float16" or "bfloat16": the
-# autocast and generation dtype with --amp on CUDA). They reach every measuring process inside the shape.
+# padded up to a multiple of it, both models: fewer shapes), "half" ("float16" or "bfloat16": the
+# autocast and generation dtype with --amp on CUDA), "batched_search" (ours decoded by --batched-search's
+# generator) and "cuda_graph" (its decoder step as a CUDA graph, --cuda-graph-decoding). They reach
+# every measuring process inside the shape.
 PAD_TO_MULTIPLE = 1  # this process's "pad_to", set by build_pair; make_batches reads it
 
 
 def levers(shape) -> dict:
     """The speed levers shape["levers"] names, with their defaults (all off, fp16)."""
-    return dict(dict(compile=False, static_cache=False, pad_to=1, half="float16"), **shape.get("levers", {}))
+    off = dict(compile=False, static_cache=False, pad_to=1, half="float16", batched_search=False, cuda_graph=False)
+    return dict(off, **shape.get("levers", {}))
 
 
 def half_dtype(shape, device):

@@ -1,5 +1,6 @@
 """Generation speed for benchmarks/benchmark.py: fairseq's SequenceGenerator, beam 4, lenpen 0.6, on
-the same sentences for both models (in fp16 with --amp on CUDA, as fairseq-generate --fp16),
+the same sentences for both models (ours through --batched-search's generator with the batched_search
+lever, and its CUDA-graphed decoder step with cuda_graph) (in fp16 with --amp on CUDA, as fairseq-generate --fp16),
 taking turns batch by batch: sentences/s and tokens/s (median of --repeats), and whether both
 produce identical hypotheses. In the same turns our model exported to CTranslate2
 (docs/export.md) in float32 and int8 (float16 and int8_float16 with --amp on CUDA), decoding with
@@ -12,7 +13,7 @@ import statistics
 import time
 from pathlib import Path
 
-from .common import build_pair, half_dtype, make_batches, rotation, synchronizer
+from .common import build_pair, half_dtype, levers, make_batches, rotation, synchronizer
 
 
 def ctranslate2_decoders(model, d, device, half, folder):
@@ -52,6 +53,19 @@ def ctranslate2_decoders(model, d, device, half, folder):
     return decoders
 
 
+def search_for(shape, name, model, d):
+    """Beam 4, lenpen 0.6, max length input + 50: fairseq's SequenceGenerator, or for ours with the
+    batched_search lever --batched-search's generator (with cuda_graph, its graphed decoder step)."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    settings = dict(beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
+    if name == "ours" and levers(shape)["batched_search"]:
+        from attn_only_plugin.tasks.batched_search import BatchedBeamSearch
+
+        return BatchedBeamSearch([model], d, cuda_graph=levers(shape)["cuda_graph"], **settings)
+    return SequenceGenerator([model], d, **settings)
+
+
 def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half=False, ct2=True):
     """Beam-4 SequenceGenerator on the same sentences for both models (same weights; with half,
     both in fp16, as fairseq-generate --fp16 runs them), and with ct2 our model exported to
@@ -61,15 +75,11 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
     import tempfile
 
     import torch
-    from fairseq.sequence_generator import SequenceGenerator
 
     theirs, ours, d = build_pair(shape)
     models = {"fairseq": theirs, "ours": ours}
     models = {name: (m.to(half_dtype(shape, device)) if half else m).to(device).eval() for name, m in models.items()}
-    searches = {
-        name: SequenceGenerator([m], d, beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
-        for name, m in models.items()
-    }
+    searches = {name: search_for(shape, name, m, d) for name, m in models.items()}
     gens = {
         name: (
             lambda src, lengths, m=m, g=searches[name]: [

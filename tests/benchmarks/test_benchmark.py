@@ -301,6 +301,10 @@ def test_counts_that_measure_nothing_are_refused_up_front(cli, script):
             "--batching fresh has 215 batch shapes and 2 x (--warmup + --repeats x --updates) = 244 steps "
             "would need more: fewer --updates or --repeats",
         ),
+        (
+            ["--cuda-graph", "--batched-search"],
+            "--cuda-graph graphs the step of --batched-search with --static-cache: add both",
+        ),
     ]:
         with pytest.raises(SystemExit, match=f"^error: {re.escape(message)}$"):
             bench.main(["--preset", "tiny", *args])

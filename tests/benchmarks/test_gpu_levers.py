@@ -12,13 +12,14 @@ from pathlib import Path
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-SMOKE_ROWS = ["train_bucket_compile_fresh", "gen_static_cache", "train_bf16_seen"]  # every lever once
+SMOKE_ROWS = ["train_bucket_compile_fresh", "gen_cuda_graph", "train_bf16_seen"]  # every lever once
 
 
 def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
     """Three rows that between them turn on every lever (compile, buckets, the fixed decoding cache,
-    bf16), each through its benchmark and measuring processes: minutes, more on busy cores. The
-    other rows differ only in their flags, which the --help and flag tests of benchmark.py cover."""
+    the batched search and its graphed step, eager on a CPU, bf16), each through its benchmark and
+    measuring processes: minutes, more on busy cores. The other rows differ only in their flags,
+    which the --help and flag tests of benchmark.py cover."""
     out = tmp_path / "levers.json"
     cmd = [sys.executable, str(BENCHMARKS / "gpu_levers.py"), "--device", "cpu", "--preset", "tiny", "--out", str(out)]
     proc = subprocess.run(
@@ -34,7 +35,8 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
     assert sorted(r["rows"]) == sorted(SMOKE_ROWS) and all(row["status"] == "ok" for row in r["rows"].values())
     levers = {name: row["result"]["shape"].get("levers", {}) for name, row in r["rows"].items()}
     assert levers["train_bucket_compile_fresh"] == {"compile": "aot_eager", "pad_to": 8}
-    assert levers["gen_static_cache"] == {"static_cache": True} and levers["train_bf16_seen"] == {"half": "bfloat16"}
+    assert levers["gen_cuda_graph"] == {"static_cache": True, "batched_search": True, "cuda_graph": True}
+    assert levers["train_bf16_seen"] == {"half": "bfloat16"}
     for name, row in r["rows"].items():
         result = row["result"]
         if name.startswith("train"):
@@ -48,7 +50,7 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
 def test_out_of_budget_rows_are_skipped_and_said(cli, tmp_path):
     out = tmp_path / "levers.json"
     proc = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)
-    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 10 of 10 rows did not")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 12 of 12 rows did not")
     r = json.loads(out.read_text())
     assert all(row["status"].startswith("skipped: ") for row in r["rows"].values())
     again = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)

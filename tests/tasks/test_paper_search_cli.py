@@ -7,10 +7,11 @@ import sys
 
 import pytest
 
+from attn_only_plugin.tasks.batched_search import BatchedBeamSearch
 from attn_only_plugin.tasks.paper_search import StoppingRuleGenerator
 from attn_only_plugin.tasks.translation_paper import gnmt_length_penalty
 from attn_only_tools import generate_log
-from helpers import BIN, ENV, PLUGIN, ROOT, TIMEOUT, run, toy_data, train_args
+from helpers import BIN, ENV, PLUGIN, ROOT, TIMEOUT, one_line_error, run, toy_data, train_args
 
 DECODE = ["--task", "translation_paper", "--beam", 4, "--lenpen", 0.6, "--lenpen-style", "gnmt"]
 DECODE += ["--max-len-a", 1, "--max-len-b", 5, "--cpu", "--user-dir", PLUGIN]
@@ -74,3 +75,45 @@ def test_interactive_and_the_python_api_decode_alike_and_refuse_an_unknown_rule(
     cmd[cmd.index("paper")] = "best"
     proc = subprocess.run([str(c) for c in cmd], input="", capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
     assert proc.returncode == 2 and "invalid choice: 'best'" in proc.stderr, proc.stderr[-2000:]
+
+
+def hypotheses(stdout: str) -> dict:
+    """fairseq-generate's H- and P- lines: (prefix, id, rank) -> (score, text) and per-token scores."""
+    out, rank = {}, {}
+    for line in stdout.splitlines():
+        head = line.split("\t")[0]
+        if head[:2] in ("H-", "P-"):
+            key = (head[:2], int(head[2:]))
+            rank[key] = rank.get(key, -1) + 1
+            out[key + (rank[key],)] = line.split("\t")[1:]
+    return out
+
+
+@pytest.mark.parametrize("rule", ["fairseq", "paper"])
+def test_batched_search_prints_what_fairseqs_search_prints(trained, rule, monkeypatch):
+    """fairseq-generate --batched-search (tasks/batched_search.py) with 2-best lists, and with the
+    fixed-size caches and --cuda-graph-decoding (eager on a CPU): the same hypotheses as without,
+    scores as fairseq prints them (4 decimals) within one unit of the last digit; the Python API's
+    translate(..., batched_search=True) the same translations; a refused option in one line."""
+    data, checkpoint = trained
+    args = [data, "--path", checkpoint, "--gen-subset", "test", "--beam-stop", rule, "--nbest", 2, *DECODE]
+    reference = hypotheses(run(BIN / "fairseq-generate", *args).stdout)
+    static = ["--model-overrides", "{'static_decoding_cache': True}", "--cuda-graph-decoding"]
+    for extra in (["--batched-search"], ["--batched-search", *static]):
+        ours = hypotheses(run(BIN / "fairseq-generate", *args, *extra).stdout)
+        assert sorted(ours) == sorted(reference) and len(reference) == 2 * 2 * 20
+        for key, ref in reference.items():
+            got = ours[key]
+            if key[0] == "H-":  # score, text
+                assert got[1] == ref[1] and float(got[0]) == pytest.approx(float(ref[0]), abs=2e-4)
+            else:  # per-token scores
+                assert [float(x) for x in got[0].split()] == pytest.approx([float(x) for x in ref[0].split()], abs=2e-4)
+    import attn_only_plugin
+
+    mt = attn_only_plugin.load(checkpoint.parent, checkpoint_file=checkpoint.name, data=str(data))
+    plain = mt.translate(["1 2 3", "4 5 6 7"], beam_stop=rule, max_len_b=5)
+    calls, search = [], BatchedBeamSearch._generate
+    monkeypatch.setattr(BatchedBeamSearch, "_generate", lambda self, *a, **k: calls.append(1) or search(self, *a, **k))
+    assert mt.translate(["1 2 3", "4 5 6 7"], beam_stop=rule, max_len_b=5, batched_search=True) == plain and calls
+    refused = run(BIN / "fairseq-generate", *args, "--batched-search", "--diverse-beam-groups", 2, ok=False)
+    one_line_error(refused, "--batched-search does not support --diverse-beam-groups: drop one of them")

@@ -1,0 +1,74 @@
+"""One decoding step replayed as a CUDA graph (`--cuda-graph-decoding`): speed only, not the paper's.
+Section 6.1 of Vaswani et al. (2017) decodes by beam search, one decoder step per output position
+(section 3.2.3's masked self-attention over the earlier ones); the maths of a step is unchanged.
+
+A decoder step launches hundreds of small kernels; on a GPU their launch overhead, not the work,
+bounds beam search with small batches. torch.cuda.CUDAGraph records the kernels of one step once
+and replays them with one launch, reading its inputs from, and writing its output to, the same
+tensors every time. So a step may be graphed only while every tensor it reads or writes is the
+same (same storage, same shape) from step to step: with `--batched-search` (a batch that keeps
+its size) and `--static-decoding-cache` (static_cache.py: fixed-size buffers, in-place writes
+and reorders) that holds within one STATIC_CHUNK-step chunk of the cache, and the caller's key
+(the chunk) says when it no longer does: a new key drops the old graph and captures a new one.
+
+Departs from fairseq, which has no graphed decoding. On a CPU (or with key None) the step runs
+eagerly, as the plain function: the same results, nothing captured.
+
+Tensor layout: whatever the step function takes and returns; inputs are copied into the graph's
+own input tensors of the same shapes, and the output tensor is the graph's, overwritten by the
+next replay.
+"""
+
+from typing import Callable, Hashable, List, Optional
+
+from torch import Tensor, cuda
+
+WARMUP_RUNS = 2  # eager runs on a side stream before a capture (torch's advice); not the paper's
+
+
+def graphable(x: Tensor) -> bool:
+    """Whether steps on x's device can be graphed: CUDA only."""
+    return x.is_cuda
+
+
+class StepGraph:
+    """fn(*inputs) -> Tensor, replayed as a CUDA graph while the key stays the same. fn may
+    change tensors it closes over (a cache) only in place, and must give the same result when run
+    again on the same inputs (the warm-up runs and the capture run it more than once)."""
+
+    def __init__(self, fn: Callable[..., Tensor]):
+        self.fn = fn
+        self.key: Optional[Hashable] = None
+        self.graph = None
+        self.inputs: List[Tensor] = []
+        self.output: Optional[Tensor] = None
+        self.captures = 0  # graphs captured so far
+
+    def __call__(self, key: Optional[Hashable], *inputs: Tensor) -> Tensor:
+        """fn(*inputs): eagerly on a CPU or with key None; else the graph of `key` (captured
+        first if the key is new), with inputs copied into its input tensors."""
+        if key is None or not graphable(inputs[0]):
+            return self.fn(*inputs)
+        if key != self.key:
+            self.capture(key, inputs)
+        for static, x in zip(self.inputs, inputs, strict=True):
+            static.copy_(x)
+        self.graph.replay()
+        return self.output
+
+    def capture(self, key: Hashable, inputs) -> None:
+        """Warm up on a side stream (allocator and library state settle there), then record fn
+        into a new graph; the old graph goes."""
+        self.graph, self.output = None, None
+        self.inputs = [x.clone() for x in inputs]
+        side = cuda.Stream()
+        side.wait_stream(cuda.current_stream())
+        with cuda.stream(side):
+            for _ in range(WARMUP_RUNS):
+                self.fn(*self.inputs)
+        cuda.current_stream().wait_stream(side)
+        graph = cuda.CUDAGraph()
+        with cuda.graph(graph):
+            self.output = self.fn(*self.inputs)
+        self.graph, self.key = graph, key
+        self.captures += 1

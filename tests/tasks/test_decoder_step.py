@@ -1,0 +1,123 @@
+"""`--cuda-graph-decoding` (tasks/decoder_step.py) without a GPU: its step, which hands the decoder
+the last tokens and the step as a device tensor, gives fairseq's hypotheses eagerly on a CPU (said
+once in the log); through a stand-in for torch.cuda whose "graph" reruns the step on the captured
+inputs, one capture per cache chunk, the chunk's first step eager, and still the same hypotheses;
+no step but a chunk's first makes cache storage; what cannot be graphed is refused in one line."""
+
+import contextlib
+import logging
+import types
+from argparse import Namespace
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from attn_only_plugin.modules import static_cache, step_graph
+from attn_only_plugin.modules.step_graph import StepGraph
+from attn_only_plugin.tasks.decoder_step import DecoderStep
+from attn_only_plugin.tasks.translation_paper import PaperTranslationConfig, PaperTranslationTask
+from attn_only_tools.guards.errors import PluginError
+from helpers import build_model, make_dictionary, random_batch
+
+D = make_dictionary(30)
+
+
+def ending_model(**overrides):
+    """A tiny random model whose end-of-sentence logit follows its first decoder feature, so that
+    hypotheses end at many lengths (as in test_batched_search.py)."""
+    model = build_model(D, **overrides)
+    plain = model.decoder.output_layer
+
+    def output_layer(self, x):
+        logits = plain(x)
+        logits[..., D.eos()] += 3.0 * (torch.sin(3 * x[..., 0]) - 0.3)
+        return logits
+
+    model.decoder.output_layer = types.MethodType(output_layer, model.decoder)
+    return model
+
+
+def decode(models, batched, graph=False, **options):
+    cfg = PaperTranslationConfig(batched_search=batched, cuda_graph_decoding=graph, lenpen_style="gnmt")
+    args = dict(beam=4, lenpen=0.6, max_len_a=1, max_len_b=5, min_len=1, unkpen=0, temperature=1.3)
+    gen = PaperTranslationTask(cfg, D, D).build_generator(models, Namespace(**dict(args, **options)))
+    src, _ = random_batch(D, B=6, S=9, seed=3)
+    for b in range(6):
+        src[b, : b % 5] = D.pad()  # (B, S): 0 to 4 pads
+    sample = {"id": torch.arange(6), "net_input": {"src_tokens": src, "src_lengths": src.ne(D.pad()).sum(1)}}
+    with torch.no_grad():
+        out = gen.generate(models, sample)
+    return [[(h["tokens"].tolist(), float(h["score"]), h["positional_scores"]) for h in hyps] for hyps in out]
+
+
+def assert_same(theirs, ours):
+    assert [[h[0] for h in hyps] for hyps in ours] == [[h[0] for h in hyps] for hyps in theirs]
+    for hyps, hyps_ref in zip(ours, theirs, strict=True):
+        for (_, score, steps), (_, score_ref, steps_ref) in zip(hyps, hyps_ref, strict=True):
+            assert abs(score - score_ref) <= 1e-5
+            torch.testing.assert_close(steps, steps_ref, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("chunk", [4, 64])
+def test_eager_on_a_cpu_gives_fairseqs_hypotheses_and_says_so(chunk, monkeypatch, caplog):
+    monkeypatch.setattr(static_cache, "STATIC_CHUNK", chunk)
+    model = ending_model(static_decoding_cache=True)
+    steps = []
+    original = DecoderStep.__call__
+    monkeypatch.setattr(DecoderStep, "__call__", lambda self, step, *a: steps.append(step) or original(self, step, *a))
+    with caplog.at_level(logging.WARNING):
+        ours = decode([model], True, graph=True)
+    assert steps == list(range(len(steps))) and len(steps) > 5  # every step through DecoderStep
+    assert [r.message for r in caplog.records if "cuda-graph" in r.message] == [
+        "--cuda-graph-decoding: the model is not on a CUDA device, so its decoder step runs eagerly"
+    ]
+    assert_same(decode([model], False), ours)
+
+
+def fake_cuda(monkeypatch):
+    """torch.cuda stand-in: capturing records the step, replay reruns it on the captured inputs."""
+    stream = SimpleNamespace(wait_stream=lambda other: None)
+    cuda = dict(Stream=lambda: stream, current_stream=lambda: stream, stream=lambda s: contextlib.nullcontext())
+    cuda.update(CUDAGraph=lambda: SimpleNamespace(), graph=lambda g: contextlib.nullcontext())
+    monkeypatch.setattr(step_graph, "cuda", SimpleNamespace(**cuda))
+    monkeypatch.setattr(step_graph, "graphable", lambda x: True)
+    keys = []
+    capture = StepGraph.capture
+
+    def recording_capture(self, key, inputs):
+        capture(self, key, inputs)
+        keys.append(key)
+        self.graph.replay = lambda: self.output.copy_(self.fn(*self.inputs))
+
+    monkeypatch.setattr(StepGraph, "capture", recording_capture)
+    return keys
+
+
+def test_graphed_steps_one_capture_per_chunk(monkeypatch):
+    """Chunks of 4 steps: steps 0, 4, 8, ... run eagerly (their buffers grow), each chunk's second
+    step is captured and the rest replay; cache storage is made only at a chunk's first step."""
+    monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
+    keys = fake_cuda(monkeypatch)
+    model = ending_model(static_decoding_cache=True)
+    grown, write = [], static_cache.write
+
+    def spy(buf, new, step, C):
+        if buf is None or buf.size(2) < C:
+            grown.append(int(step))
+        return write(buf, new, step, C)
+
+    monkeypatch.setattr(static_cache, "write", spy)
+    ours = decode([model], True, graph=True)
+    assert keys == [4, 8, 12, 16]  # captured at steps 1, 5, 9, 13 (max_len 14: some sentence at the cap)
+    assert set(grown) == {0, 4, 8, 12}
+    monkeypatch.undo()
+    assert_same(decode([model], False), ours)
+
+
+def test_refused_where_it_cannot_graph():
+    plain, cached = ending_model(), ending_model(static_decoding_cache=True)
+    with pytest.raises(PluginError, match="^--cuda-graph-decoding needs the fixed-size caches: add --model-overrides"):
+        decode([plain], True, graph=True)
+    with pytest.raises(PluginError, match="^--cuda-graph-decoding graphs one model's step: give one --path"):
+        decode([cached, cached], True, graph=True)
