@@ -28,6 +28,13 @@ def pytest_collection_modifyitems(config, items):
         tiers[item.nodeid] = any(func is not None and starts_processes(func) for func in funcs)
         if tiers[item.nodeid]:
             item.add_marker(pytest.mark.slow)
+    # The modules with the most slow tests first (stable otherwise): pytest-xdist's --dist loadfile
+    # hands out modules in this order, so the long ones start early and the in-process ones fill
+    # the end, instead of a long module starting last while the other workers have nothing left.
+    slow_in = {}
+    for item in items:
+        slow_in[item.path] = slow_in.get(item.path, 0) + tiers[item.nodeid]
+    items.sort(key=lambda item: -slow_in[item.path])
 
 
 @pytest.fixture
