@@ -72,6 +72,24 @@ def build_model(dictionary, tgt_dictionary=None, **overrides):
     return AttnOnlyTransformer.build_model(TransformerConfig(**values), task).eval()
 
 
+def ending_model(dictionary, **overrides):
+    """A tiny random model (build_model) whose end-of-sentence logit gets 3 (sin(3 x_0) - 0.3),
+    x_0 the first decoder feature: its hypotheses end at many lengths, from 2 to the cap, as a
+    beam search's stopping rules need to be told apart."""
+    import torch
+
+    model = build_model(dictionary, **overrides)
+    plain = model.decoder.output_layer
+
+    def output_layer(self, x):
+        logits = plain(x)
+        logits[..., dictionary.eos()] += 3.0 * (torch.sin(3 * x[..., 0]) - 0.3)
+        return logits
+
+    model.decoder.output_layer = types.MethodType(output_layer, model.decoder)
+    return model
+
+
 def build_builtin(dictionary, d_model=32, d_ff=64, heads=4, layers=2, normalize_before=False, seed=1):
     """fairseq's built-in transformer of these sizes, learned positions (convertible to ours),
     shared embeddings, no dropout; freshly initialised from seed, in train mode."""

@@ -4,7 +4,6 @@ generators) on a tiny random model whose end-of-sentence logit follows its decod
 that hypotheses end at many lengths, some at the cap), over sentences of different lengths;
 every step of the search has the same shapes; what it cannot do is refused in one line."""
 
-import types
 from argparse import Namespace
 
 import pytest
@@ -17,24 +16,9 @@ from attn_only_plugin.tasks.batched_search import BatchedBeamSearch
 from attn_only_plugin.tasks.finished_hypotheses import FinishedHypotheses
 from attn_only_plugin.tasks.translation_paper import PaperTranslationConfig, PaperTranslationTask
 from attn_only_tools.guards.errors import PluginError
-from helpers import build_builtin, build_model, make_dictionary, random_batch
+from helpers import build_builtin, ending_model, make_dictionary, random_batch
 
 D = make_dictionary(30)
-
-
-def ending_model(**overrides):
-    """A tiny random model whose end-of-sentence logit gets 3 (sin(3 x_0) - 0.3), x_0 the first
-    decoder feature: hypotheses end at lengths from 2 to the cap."""
-    model = build_model(D, **overrides)
-    plain = model.decoder.output_layer
-
-    def output_layer(self, x):
-        logits = plain(x)
-        logits[..., D.eos()] += 3.0 * (torch.sin(3 * x[..., 0]) - 0.3)
-        return logits
-
-    model.decoder.output_layer = types.MethodType(output_layer, model.decoder)
-    return model
 
 
 def sample(B=8, S=9):
@@ -89,7 +73,7 @@ CASES = [
 
 @pytest.mark.parametrize("options", CASES, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
 def test_the_same_hypotheses_as_fairseqs_search(options):
-    model = ending_model()
+    model = ending_model(D)
     theirs = decode([model], False, **options)
     ours = decode([model], True, **options)
     assert_same(theirs, ours)
@@ -103,9 +87,9 @@ def test_with_the_static_cache_and_an_ensemble(chunk, monkeypatch):
     """Fixed-size caches across chunk boundaries (4) and within one (64); ensembles of two of ours,
     and of ours with fairseq's transformer."""
     monkeypatch.setattr(static_cache, "STATIC_CHUNK", chunk)
-    model = ending_model(static_decoding_cache=True)
+    model = ending_model(D, static_decoding_cache=True)
     assert_same(decode([model], False), decode([model], True))
-    other = ending_model()
+    other = ending_model(D)
     with torch.no_grad():
         for p in other.parameters():
             p.mul_(1.1)
@@ -119,7 +103,7 @@ def test_every_step_has_the_same_shapes_and_buffers(monkeypatch):
     the static cache each layer's key buffer is the same tensor at every step of a chunk, and new
     cache storage is made only when a chunk begins."""
     monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
-    model = ending_model(static_decoding_cache=True)
+    model = ending_model(D, static_decoding_cache=True)
     rows, buffers = [], []
     original = DecodingState.self_attention
 
@@ -142,7 +126,7 @@ def test_every_step_has_the_same_shapes_and_buffers(monkeypatch):
 
 def test_it_stops_when_every_sentence_is_done(monkeypatch):
     """A batch whose sentences are all done before the cap stops at the next "all done?" test."""
-    model = ending_model()
+    model = ending_model(D)
     steps = []
     original = BatchedBeamSearch.next_lprobs
     monkeypatch.setattr(
@@ -157,7 +141,7 @@ def test_no_copy_to_the_host_in_a_step_but_the_all_done_test(monkeypatch):
     """Within the search (the hypotheses' final copy aside), with our model and the fixed-size
     caches: no .item(), .tolist(), .nonzero(), .cpu() or truth test of a tensor but the "all
     done?" test every SYNC_EVERY steps (max_len 14: steps 0-14, the test after step 7)."""
-    model = ending_model(static_decoding_cache=True)
+    model = ending_model(D, static_decoding_cache=True)
     calls, counting = [], [True]
     for name in ("item", "tolist", "nonzero", "cpu", "__bool__", "__int__", "__float__"):
         original = getattr(torch.Tensor, name)
@@ -191,13 +175,13 @@ REFUSED = [
 @pytest.mark.parametrize("args, option", REFUSED, ids=[o for _, o in REFUSED])
 def test_what_it_cannot_do_is_refused_in_one_line(args, option):
     with pytest.raises(PluginError) as e:
-        generator(True, models=[ending_model()], **args)
+        generator(True, models=[ending_model(D)], **args)
     message = str(e.value)
     assert "\n" not in message and message.startswith(f"--batched-search does not support {option}:")
 
 
 def test_other_refusals():
-    model = ending_model()
+    model = ending_model(D)
     cfg = PaperTranslationConfig(batched_search=True, beam_patience=2.0)
     args = Namespace(beam=4, lenpen=1, max_len_a=1, max_len_b=5, min_len=1, unkpen=0)
     with pytest.raises(PluginError, match="^--batched-search does not support --beam-patience:"):

@@ -6,7 +6,6 @@ no step but a chunk's first makes cache storage; what cannot be graphed is refus
 
 import contextlib
 import logging
-import types
 from argparse import Namespace
 from types import SimpleNamespace
 
@@ -18,24 +17,9 @@ from attn_only_plugin.modules.step_graph import StepGraph
 from attn_only_plugin.tasks.decoder_step import DecoderStep
 from attn_only_plugin.tasks.translation_paper import PaperTranslationConfig, PaperTranslationTask
 from attn_only_tools.guards.errors import PluginError
-from helpers import build_model, make_dictionary, random_batch
+from helpers import ending_model, make_dictionary, random_batch
 
 D = make_dictionary(30)
-
-
-def ending_model(**overrides):
-    """A tiny random model whose end-of-sentence logit follows its first decoder feature, so that
-    hypotheses end at many lengths (as in test_batched_search.py)."""
-    model = build_model(D, **overrides)
-    plain = model.decoder.output_layer
-
-    def output_layer(self, x):
-        logits = plain(x)
-        logits[..., D.eos()] += 3.0 * (torch.sin(3 * x[..., 0]) - 0.3)
-        return logits
-
-    model.decoder.output_layer = types.MethodType(output_layer, model.decoder)
-    return model
 
 
 def decode(models, batched, graph=False, **options):
@@ -62,7 +46,7 @@ def assert_same(theirs, ours):
 @pytest.mark.parametrize("chunk", [4, 64])
 def test_eager_on_a_cpu_gives_fairseqs_hypotheses_and_says_so(chunk, monkeypatch, caplog):
     monkeypatch.setattr(static_cache, "STATIC_CHUNK", chunk)
-    model = ending_model(static_decoding_cache=True)
+    model = ending_model(D, static_decoding_cache=True)
     steps = []
     original = DecoderStep.__call__
     monkeypatch.setattr(DecoderStep, "__call__", lambda self, step, *a: steps.append(step) or original(self, step, *a))
@@ -99,7 +83,7 @@ def test_graphed_steps_one_capture_per_chunk(monkeypatch):
     step is captured and the rest replay; cache storage is made only at a chunk's first step."""
     monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
     keys = fake_cuda(monkeypatch)
-    model = ending_model(static_decoding_cache=True)
+    model = ending_model(D, static_decoding_cache=True)
     grown, write = [], static_cache.write
 
     def spy(buf, new, step, C):
@@ -116,7 +100,7 @@ def test_graphed_steps_one_capture_per_chunk(monkeypatch):
 
 
 def test_refused_where_it_cannot_graph():
-    plain, cached = ending_model(), ending_model(static_decoding_cache=True)
+    plain, cached = ending_model(D), ending_model(D, static_decoding_cache=True)
     with pytest.raises(PluginError, match="^--cuda-graph-decoding needs the fixed-size caches: add --model-overrides"):
         decode([plain], True, graph=True)
     with pytest.raises(PluginError, match="^--cuda-graph-decoding graphs one model's step: give one --path"):
