@@ -110,18 +110,19 @@ class DecodingState:
             rows, _ = shared_rows(new_order, self.entries[selves[0]].size(0) // self.entries[crosses[0]].size(0))
             self.entries.update(zip(crosses, select_rows([self.entries[k] for k in crosses], rows), strict=True))
         moved = moved_rows(new_order) if selves and new_order.numel() == self.entries[selves[0]].size(0) else None
-        reorder = static_cache.reorder_in_place if self.static else reorder_cache
-        for key in selves:
-            self.entries[key] = reorder(self.entries[key], new_order, moved)  # (B', h, S or C, d)
+        self._reorder_selves(selves, new_order, moved)
 
     def reorder_within_beams(self, new_order: Tensor) -> None:
         """A reorder that keeps the batch's size and every hypothesis in its sentence's beam (a
         search over a fixed batch): the memory keys/values stay as they are, and each
         self-attention cache takes new_order (B,) with one copy of all its rows, in place for the
         fixed-size ones; no test of which rows move (reorder's), so nothing is copied to the host."""
-        for key in self._layers("self"):
-            cached = self.entries[key]
-            if self.static:
-                self.entries[key] = cached.copy_(cached.index_select(0, new_order))  # (B, h, C, d), same buffer
-            else:
-                self.entries[key] = reorder_cache(cached, new_order)  # (B, h, S, d)
+        self._reorder_selves(self._layers("self"), new_order, None)
+
+    def _reorder_selves(self, selves: List[str], new_order: Tensor, moved: Optional[Tensor]) -> None:
+        """The self-attention caches `selves` take new_order: the fixed-size ones in place
+        (static_cache.reorder_in_place), the growing ones by cache.reorder_cache; with `moved`
+        (cache.moved_rows) only those rows."""
+        reorder = static_cache.reorder_in_place if self.static else reorder_cache
+        for key in selves:
+            self.entries[key] = reorder(self.entries[key], new_order, moved)  # (B', h, S or C, d)
