@@ -134,6 +134,18 @@ class PaperTranslationConfig(TranslationConfig):
     )
 
 
+def sequence_generator(cfg, args, seq_gen_cls, extra_gen_cls_kwargs):
+    """The generator class and extra arguments of fairseq's SequenceGenerator family: the stopping
+    rule's (tasks/paper_search.py), else with --lenpen-style gnmt the GNMT-ranked generator."""
+    seq_gen_cls, extra_gen_cls_kwargs = stopping_rule(cfg, args, seq_gen_cls, extra_gen_cls_kwargs, gnmt_length_penalty)
+    if str(cfg.lenpen_style) == "gnmt" and seq_gen_cls is None:
+        seq_gen_cls = GNMTSequenceGenerator
+        if getattr(args, "print_alignment", False):  # fairseq's alignment generator, GNMT-ranked
+            seq_gen_cls = GNMTSequenceGeneratorWithAlignment
+            extra_gen_cls_kwargs = dict(extra_gen_cls_kwargs or {}, print_alignment=args.print_alignment)
+    return seq_gen_cls, extra_gen_cls_kwargs
+
+
 def batched_generator(cfg, args, seq_gen_cls, extra_gen_cls_kwargs):
     """The generator class and extra arguments of --batched-search (refused in one line where it
     cannot reproduce the search asked for)."""
@@ -155,19 +167,8 @@ class PaperTranslationTask(TranslationTask):
         check_ranking_options(self.cfg, args, seq_gen_cls)  # the caller's own generator class, if any
         if getattr(self.cfg, "cuda_graph_decoding", False) and not getattr(self.cfg, "batched_search", False):
             raise PluginError("--cuda-graph-decoding graphs the step of --batched-search: add --batched-search")
-        if getattr(self.cfg, "batched_search", False):
-            seq_gen_cls, extra_gen_cls_kwargs = batched_generator(self.cfg, args, seq_gen_cls, extra_gen_cls_kwargs)
-            return super().build_generator(
-                models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs
-            )
-        seq_gen_cls, extra_gen_cls_kwargs = stopping_rule(
-            self.cfg, args, seq_gen_cls, extra_gen_cls_kwargs, gnmt_length_penalty
-        )
-        if str(self.cfg.lenpen_style) == "gnmt" and seq_gen_cls is None:
-            seq_gen_cls = GNMTSequenceGenerator
-            if getattr(args, "print_alignment", False):  # fairseq's alignment generator, GNMT-ranked
-                seq_gen_cls = GNMTSequenceGeneratorWithAlignment
-                extra_gen_cls_kwargs = dict(extra_gen_cls_kwargs or {}, print_alignment=args.print_alignment)
+        choose = batched_generator if getattr(self.cfg, "batched_search", False) else sequence_generator
+        seq_gen_cls, extra_gen_cls_kwargs = choose(self.cfg, args, seq_gen_cls, extra_gen_cls_kwargs)
         return super().build_generator(
             models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs
         )
