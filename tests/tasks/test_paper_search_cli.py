@@ -77,18 +77,6 @@ def test_interactive_and_the_python_api_decode_alike_and_refuse_an_unknown_rule(
     assert proc.returncode == 2 and "invalid choice: 'best'" in proc.stderr, proc.stderr[-2000:]
 
 
-def hypotheses(stdout: str) -> dict:
-    """fairseq-generate's H- and P- lines: (prefix, id, rank) -> (score, text) and per-token scores."""
-    out, rank = {}, {}
-    for line in stdout.splitlines():
-        head = line.split("\t")[0]
-        if head[:2] in ("H-", "P-"):
-            key = (head[:2], int(head[2:]))
-            rank[key] = rank.get(key, -1) + 1
-            out[key + (rank[key],)] = line.split("\t")[1:]
-    return out
-
-
 @pytest.mark.parametrize("rule", ["fairseq", "paper"])
 def test_batched_search_prints_what_fairseqs_search_prints(trained, rule, monkeypatch):
     """fairseq-generate --batched-search (tasks/batched_search.py) with 2-best lists, and with the
@@ -97,17 +85,18 @@ def test_batched_search_prints_what_fairseqs_search_prints(trained, rule, monkey
     translate(..., batched_search=True) the same translations; a refused option in one line."""
     data, checkpoint = trained
     args = [data, "--path", checkpoint, "--gen-subset", "test", "--beam-stop", rule, "--nbest", 2, *DECODE]
-    reference = hypotheses(run(BIN / "fairseq-generate", *args).stdout)
+    reference = generate_log.parse(run(BIN / "fairseq-generate", *args).stdout.splitlines())
     static = ["--model-overrides", "{'static_decoding_cache': True}", "--cuda-graph-decoding"]
     for extra in (["--batched-search"], ["--batched-search", *static]):
-        ours = hypotheses(run(BIN / "fairseq-generate", *args, *extra).stdout)
-        assert sorted(ours) == sorted(reference) and len(reference) == 2 * 2 * 20
-        for key, ref in reference.items():
-            got = ours[key]
-            if key[0] == "H-":  # score, text
-                assert got[1] == ref[1] and float(got[0]) == pytest.approx(float(ref[0]), abs=2e-4)
-            else:  # per-token scores
-                assert [float(x) for x in got[0].split()] == pytest.approx([float(x) for x in ref[0].split()], abs=2e-4)
+        ours = generate_log.parse(run(BIN / "fairseq-generate", *args, *extra).stdout.splitlines())
+        assert sorted(ours) == sorted(reference) and len(reference) == 20
+        for i, ref in reference.items():
+            got = ours[i]
+            assert len(got.hypotheses) == len(ref.hypotheses) == 2 and len(got.positional) == len(ref.positional) == 2
+            for (score, text), (ref_score, ref_text) in zip(got.hypotheses, ref.hypotheses, strict=True):
+                assert text == ref_text and score == pytest.approx(ref_score, abs=2e-4)
+            for per_token, ref_per_token in zip(got.positional, ref.positional, strict=True):
+                assert per_token == pytest.approx(ref_per_token, abs=2e-4)
     import attn_only_plugin
 
     mt = attn_only_plugin.load(checkpoint.parent, checkpoint_file=checkpoint.name, data=str(data))
