@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import attn_only_plugin
+from attn_only_tools import generate_log
 from attn_only_tools.guards.errors import PluginError
 from helpers import ARCH, BIN, PLUGIN, generate, interactive, one_line_error, run, snapshot, tool, train
 
@@ -621,10 +622,10 @@ def test_gnmt_penalty_applies_with_print_alignment_or_is_refused(setup, checkpoi
     gnmt = ["--task", task, "--lenpen", 0.6, "--lenpen-style", "gnmt"]
     proc = generate(setup, checkpoint, *gnmt, "--print-alignment")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line.split("\t") for line in proc.stdout.splitlines()]
-    hypotheses = {row[0][2:]: float(row[1]) for row in rows if row[0].startswith("H-")}
-    positional = {row[0][2:]: [float(p) for p in row[1].split()] for row in rows if row[0].startswith("P-")}
-    aligned = [row for row in rows if row[0].startswith("A-")]
+    sentences = generate_log.parse(proc.stdout.splitlines())
+    hypotheses = {i: s.score for i, s in sentences.items() if s.hypotheses}
+    positional = {i: s.positional[0] for i, s in sentences.items() if s.positional}
+    aligned = [line for line in proc.stdout.splitlines() if line.startswith("A-")]  # the reader skips A- lines
     assert hypotheses and len(aligned) == len(hypotheses) and positional.keys() == hypotheses.keys()
     for i, score in hypotheses.items():  # both printed in base 2, so their ratio is the penalty's
         lp = gnmt_length_penalty(len(positional[i]), 0.6)
