@@ -56,6 +56,22 @@ def test_unexpected_error_is_one_line_with_the_traceback_behind_a_variable(tmp_p
     assert proc.returncode == 1 and "Traceback" in proc.stderr and proc.stderr.strip().endswith("KeyError: 'boom'")
 
 
+def test_ctrl_c_that_cleanup_turns_into_another_error_is_still_an_interruption():
+    """Ctrl-C inside a library's half-built state: its cleanup (a `finally`, a `with` exit) fails in
+    turn, and the run ends with that AttributeError, the KeyboardInterrupt as its context. That is
+    an interruption (exit 130, the interrupted line), not an unexpected error to report; the same
+    AttributeError with no Ctrl-C behind it stays unexpected."""
+    code = (
+        "from attn_only_tools.guards.errors import install_excepthook; install_excepthook()\n"
+        "try:\n    raise {}\nfinally:\n    None.invalidate_cache()\n"
+    )
+    stopped = subprocess.run([sys.executable, "-c", code.format("KeyboardInterrupt")], capture_output=True, text=True)
+    assert stopped.returncode == 130 and stopped.stderr.startswith("error: interrupted (Ctrl-C)"), stopped.stderr
+    assert len(stopped.stderr.strip().splitlines()) == 1
+    failed = subprocess.run([sys.executable, "-c", code.format("KeyError('k')")], capture_output=True, text=True)
+    one_line_error(failed, "AttributeError: 'NoneType' object has no attribute 'invalidate_cache'", "unexpected")
+
+
 def test_a_reader_that_goes_away_ends_the_output_quietly():
     """`... | head -1`: the reader closes the pipe; the writer stops without an error line (exit 141,
     128 + SIGPIPE, as a shell reports a process ended by SIGPIPE)."""

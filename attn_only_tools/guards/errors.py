@@ -12,7 +12,8 @@ Any other exception that ends the run is one line too: those whose message names
 GPU for --fp16, a sentence longer than --max-tokens, a path the system refused) with what to do
 (explain.py); anything else as `error: <Type>: <message>` and "unexpected: rerun with
 ATTN_ONLY_TRACEBACK=1 for the traceback and report it". Ctrl-C (KeyboardInterrupt) that ends a run
-is one line too (exit status 130); interactive Python sessions keep Python's own handling.
+is one line too (exit status 130), also when cleanup code that ran as it unwound failed in turn and
+the run ends with that failure instead; interactive Python sessions keep Python's own handling.
 Set ATTN_ONLY_TRACEBACK=1 to see the full traceback.
 """
 
@@ -97,7 +98,9 @@ INTERRUPTED = (
 
 def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
     interactive = hasattr(sys, "ps1") or sys.flags.interactive
-    stopped = isinstance(exc, KeyboardInterrupt)
+    # a Ctrl-C can surface as another exception: cleanup code that ran while it unwound (a `finally`
+    # or `with` exit in a half-imported library) failed in turn, with the KeyboardInterrupt as context
+    stopped = find_in_chain(exc, lambda e: isinstance(e, KeyboardInterrupt)) is not None
     if isinstance(exc, BrokenPipeError) and not os.environ.get("ATTN_ONLY_TRACEBACK"):
         os._exit(141)  # the reader of our output went away (`| head`): quiet, 128 + SIGPIPE as a shell reports it
     if os.environ.get("ATTN_ONLY_TRACEBACK") or interactive or not (stopped or isinstance(exc, Exception)):
