@@ -60,7 +60,8 @@ def test_ctrl_c_that_cleanup_turns_into_another_error_is_still_an_interruption()
     """Ctrl-C inside a library's half-built state: its cleanup (a `finally`, a `with` exit) fails in
     turn, and the run ends with that AttributeError, the KeyboardInterrupt as its context. That is
     an interruption (exit 130, the interrupted line), not an unexpected error to report; the same
-    AttributeError with no Ctrl-C behind it stays unexpected."""
+    AttributeError with no Ctrl-C behind it stays unexpected, and a PluginError raised for the Ctrl-C
+    (saying what it left, as the guarded writers do) keeps its own line."""
     code = (
         "from attn_only_tools.guards.errors import install_excepthook; install_excepthook()\n"
         "try:\n    raise {}\nfinally:\n    None.invalidate_cache()\n"
@@ -70,6 +71,10 @@ def test_ctrl_c_that_cleanup_turns_into_another_error_is_still_an_interruption()
     assert len(stopped.stderr.strip().splitlines()) == 1
     failed = subprocess.run([sys.executable, "-c", code.format("KeyError('k')")], capture_output=True, text=True)
     one_line_error(failed, "AttributeError: 'NoneType' object has no attribute 'invalidate_cache'", "unexpected")
+    said = code.replace("None.invalidate_cache()", "raise PluginError('interrupted: out.txt was not written')")
+    said = said.replace("import install_excepthook", "import PluginError, install_excepthook")
+    told = subprocess.run([sys.executable, "-c", said.format("KeyboardInterrupt")], capture_output=True, text=True)
+    assert told.returncode == 1 and told.stderr == "error: interrupted: out.txt was not written\n", told.stderr
 
 
 def test_a_reader_that_goes_away_ends_the_output_quietly():

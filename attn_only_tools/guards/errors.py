@@ -99,8 +99,12 @@ INTERRUPTED = (
 def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
     interactive = hasattr(sys, "ps1") or sys.flags.interactive
     # a Ctrl-C can surface as another exception: cleanup code that ran while it unwound (a `finally`
-    # or `with` exit in a half-imported library) failed in turn, with the KeyboardInterrupt as context
-    stopped = find_in_chain(exc, lambda e: isinstance(e, KeyboardInterrupt)) is not None
+    # or `with` exit in a half-imported library) failed in turn, with the KeyboardInterrupt as context;
+    # a PluginError raised for it says what the interruption left (save_dir.py) and is shown instead
+    stopped = isinstance(exc, KeyboardInterrupt) or (
+        find_in_chain(exc, lambda e: isinstance(e, KeyboardInterrupt)) is not None
+        and _find_plugin_error(exc)[0] is None
+    )
     if isinstance(exc, BrokenPipeError) and not os.environ.get("ATTN_ONLY_TRACEBACK"):
         os._exit(141)  # the reader of our output went away (`| head`): quiet, 128 + SIGPIPE as a shell reports it
     if os.environ.get("ATTN_ONLY_TRACEBACK") or interactive or not (stopped or isinstance(exc, Exception)):
