@@ -263,18 +263,132 @@ def run(tool, *args, ok=True, stdin=None, cwd=None, timeout=900):
     argv = [*map(str, args)]
     if Path(str(tool)).name in LOADERS and "--num-workers" not in argv:
         argv += ["--num-workers", "0"]
-    proc = subprocess.run(
-        [str(BIN / tool), *argv],  # BIN / an absolute path is that path
-        capture_output=True,
-        text=True,
-        input=stdin,
-        cwd=cwd or ROOT,
-        env=dict(os.environ, **ONE_THREAD),
-        timeout=timeout,
-    )
+    env, cwd = dict(os.environ, **ONE_THREAD), cwd or ROOT
+    if tool in FORKED and os.environ.get("ATTN_ONLY_TEST_FORK", "1") != "0":
+        proc = run_forked(tool, argv, stdin=stdin, cwd=cwd, env=env, timeout=timeout)
+    else:
+        proc = subprocess.run(
+            [str(BIN / tool), *argv],  # BIN / an absolute path is that path
+            capture_output=True,
+            text=True,
+            input=stdin,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
+        )
     if ok and proc.returncode != 0:
         raise AssertionError(f"{tool} failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
     return proc
+
+
+# --- fairseq's CLIs forked from a process that has imported their libraries ---------------------
+#
+# Each start of a fairseq CLI imports torch, scikit-learn, scipy, hydra and fairseq (about 2 s on
+# these machines, scikit-learn a third of it: fairseq's audio task and sentence-prediction criterion
+# import it), longer than most of the tiny runs the tests make, several hundred times a suite. run()
+# starts fairseq's console scripts in a child forked from one process per test process that has
+# imported those libraries once, but not fairseq: fairseq's modules configure logging when
+# imported, and each CLI sets up logging its own way before or after importing fairseq. The child
+# sets the arguments, working folder, environment and standard streams it is given, calls the
+# console script's entry point (fairseq_cli.X:cli_main) as the script does, imports fairseq and,
+# through --user-dir, the plugin as a fresh process would, and exits with its status. What differs
+# from a fresh process: Python's start-up (interpreter options, PYTHONWARNINGS) and what the
+# libraries read from the environment while being imported are the server's, the test process's
+# environment plus ONE_THREAD. ATTN_ONLY_TEST_FORK=0 starts every command as a fresh process
+# instead; test_forked_cli.py checks that a forked run prints what a fresh one prints.
+
+PRELOADED = ("torch", "numpy", "scipy.stats", "sklearn.metrics", "omegaconf", "hydra", "sacrebleu", "torch.onnx")
+FORKED = {f"fairseq-{name}" for name in ("train", "generate", "interactive", "preprocess", "validate", "score")}
+
+
+def _fork_server(ask_preload):
+    """The server's program (run_forked runs this function's source with `python -c`): imports the
+    modules ask_preload names, then reads requests on
+    standard input, one JSON line each (tool, argv, cwd, env, and the files to use as the child's
+    stdin, stdout and stderr); for each, the child's pid and then its exit status (negative for a
+    signal, as subprocess reports it) on standard output, one JSON line each. Ends at end of input."""
+    import atexit
+    import importlib
+    import importlib.metadata
+    import json
+    import os
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryFile() as said:  # what the imports print: every child prints it first
+        stderr = os.dup(2)
+        os.dup2(said.fileno(), 2)
+        for name in ask_preload:
+            importlib.import_module(name)
+        sys.stderr.flush(), os.dup2(stderr, 2), os.close(stderr), said.seek(0)
+        said_at_import = said.read()
+    scripts = {ep.name: ep for ep in importlib.metadata.entry_points(group="console_scripts")}
+    requests, replies = os.fdopen(os.dup(0), "r"), os.fdopen(os.dup(1), "w", buffering=1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0), os.dup2(null, 1)  # the children's streams are their own files, never this pipe
+    for line in requests:
+        ask = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            requests.close(), replies.close()
+            os.chdir(ask["cwd"])
+            os.environ.clear(), os.environ.update(ask["env"])
+            for fd, path, flags in zip((0, 1, 2), ask["streams"], (os.O_RDONLY, os.O_WRONLY, os.O_WRONLY), strict=True):
+                opened = os.open(path, flags)
+                os.dup2(opened, fd), os.close(opened)
+            os.write(2, said_at_import)
+            sys.argv = [ask["argv0"], *ask["argv"]]
+            try:
+                code = scripts[ask["tool"]].load()()  # what the console script does: sys.exit(cli_main())
+            except SystemExit as stop:
+                code = stop.code
+            except BaseException:  # as Python ends a program: its excepthook (ours prints one line)
+                sys.excepthook(*sys.exc_info())
+                code = 1
+            if code is not None and not isinstance(code, int):
+                print(code, file=sys.stderr)
+                code = 1
+            atexit._run_exitfuncs()  # logging's flush among them
+            sys.stdout.flush(), sys.stderr.flush()
+            os._exit(code or 0)
+        print(json.dumps(pid), file=replies)
+        print(json.dumps(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])), file=replies)
+
+
+_SERVER = {}  # pid of the test process -> the server's Popen (a forked pytest worker gets its own)
+
+
+def run_forked(tool, argv, *, stdin, cwd, env, timeout) -> subprocess.CompletedProcess:
+    """Run fairseq's console script tool with argv as a child of the fork server (above), as
+    subprocess.run would: its stdout and stderr as text, TimeoutExpired after timeout seconds (the
+    child killed)."""
+    import inspect
+    import json
+    import select
+    import signal
+    import tempfile
+
+    server = _SERVER.get(os.getpid())
+    if server is None or server.poll() is not None:
+        code = inspect.getsource(_fork_server) + f"\n_fork_server({PRELOADED!r})\n"
+        pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)  # unbuffered: select() sees every line
+        server = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env)
+        _SERVER[os.getpid()] = server
+    with tempfile.TemporaryDirectory(prefix="forked-") as tmp:
+        streams = [Path(tmp, name) for name in ("stdin", "stdout", "stderr")]
+        streams[0].write_text(stdin or "")
+        for path in streams[1:]:
+            path.touch()
+        ask = dict(tool=tool, argv0=str(BIN / tool), argv=argv, cwd=str(cwd), env=env, streams=[*map(str, streams)])
+        server.stdin.write(json.dumps(ask).encode() + b"\n")
+        pid = json.loads(server.stdout.readline())
+        if not select.select([server.stdout], [], [], timeout)[0]:
+            os.kill(pid, signal.SIGKILL)
+            server.stdout.readline()
+            raise subprocess.TimeoutExpired([tool, *argv], timeout, streams[1].read_text(), streams[2].read_text())
+        code = json.loads(server.stdout.readline())
+        out, err = (path.read_text(errors="replace") for path in streams[1:])
+    return subprocess.CompletedProcess([str(BIN / tool), *argv], code, out, err)
 
 
 def write_reversal(root: Path, n_train: int, n_valid: int = 100, n_test: int = 100, seed: int = 0):
