@@ -11,10 +11,23 @@ a module's own wrapper, ...) are followed through the names their code refers to
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from helpers import ARCH, TIERS, command, make_dictionary, reversal_data, starts_processes, tool, train
+from helpers import (
+    ARCH,
+    PLUGIN_TOOLS,
+    TIERS,
+    command,
+    forking,
+    make_dictionary,
+    reversal_data,
+    run_forked,
+    starts_processes,
+    tool,
+    train,
+)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -84,10 +97,13 @@ def script():
 @pytest.fixture
 def cli():
     """cli('average_checkpoints', *args) -> CompletedProcess of the command as a user runs it:
-    attn-only-average-checkpoints ARGS (a console script), python benchmarks/NAME.py ARGS."""
+    attn-only-average-checkpoints ARGS (a console script), python benchmarks/NAME.py ARGS. The
+    plugin's console scripts run forked (helpers.run_forked), the others as fresh processes."""
 
     def run(name, *args):
-        env = dict(os.environ, PYTHONWARNINGS="ignore")
-        return subprocess.run([*command(name), *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
+        env, argv = dict(os.environ, PYTHONWARNINGS="ignore"), [*map(str, args)]
+        if name in PLUGIN_TOOLS and forking():  # the plugin's commands import fairseq: forked as fairseq's CLIs are
+            return run_forked(Path(command(name)[0]).name, argv, stdin=None, cwd=os.getcwd(), env=env, timeout=600)
+        return subprocess.run([*command(name), *argv], capture_output=True, text=True, env=env, timeout=600)
 
     return run

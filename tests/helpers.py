@@ -264,7 +264,7 @@ def run(tool, *args, ok=True, stdin=None, cwd=None, timeout=900):
     if Path(str(tool)).name in LOADERS and "--num-workers" not in argv:
         argv += ["--num-workers", "0"]
     env, cwd = dict(os.environ, **ONE_THREAD), cwd or ROOT
-    if tool in FORKED and os.environ.get("ATTN_ONLY_TEST_FORK", "1") != "0":
+    if tool in FORKED and forking():
         proc = run_forked(tool, argv, stdin=stdin, cwd=cwd, env=env, timeout=timeout)
     else:
         proc = subprocess.run(
@@ -355,7 +355,14 @@ def _fork_server(ask_preload):
         print(json.dumps(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])), file=replies)
 
 
-_SERVER = {}  # pid of the test process -> the server's Popen (a forked pytest worker gets its own)
+def forking() -> bool:
+    """Whether run() and the cli fixture fork fairseq's and the plugin's console scripts (unless
+    ATTN_ONLY_TEST_FORK=0)."""
+    return os.environ.get("ATTN_ONLY_TEST_FORK", "1") != "0"
+
+
+# (pid of the test process, the OpenMP threads the libraries were imported with) -> the server's Popen
+_SERVER = {}
 
 
 def run_forked(tool, argv, *, stdin, cwd, env, timeout) -> subprocess.CompletedProcess:
@@ -368,12 +375,13 @@ def run_forked(tool, argv, *, stdin, cwd, env, timeout) -> subprocess.CompletedP
     import signal
     import tempfile
 
-    server = _SERVER.get(os.getpid())
+    key = (os.getpid(), env.get("OMP_NUM_THREADS"))  # OpenMP reads it once, when torch is imported
+    server = _SERVER.get(key)
     if server is None or server.poll() is not None:
         code = inspect.getsource(_fork_server) + f"\n_fork_server({PRELOADED!r})\n"
         pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)  # unbuffered: select() sees every line
         server = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env)
-        _SERVER[os.getpid()] = server
+        _SERVER[key] = server
     with tempfile.TemporaryDirectory(prefix="forked-") as tmp:
         streams = [Path(tmp, name) for name in ("stdin", "stdout", "stderr")]
         streams[0].write_text(stdin or "")
