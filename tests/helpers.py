@@ -264,8 +264,9 @@ def run(tool, *args, ok=True, stdin=None, cwd=None, timeout=900):
     if Path(str(tool)).name in LOADERS and "--num-workers" not in argv:
         argv += ["--num-workers", "0"]
     env, cwd = dict(os.environ, **ONE_THREAD), cwd or ROOT
-    if tool in FORKED and forking():
-        proc = run_forked(tool, argv, stdin=stdin, cwd=cwd, env=env, timeout=timeout)
+    name = Path(str(tool)).name
+    if name in FORKED and BIN / tool == BIN / name and forking():  # fairseq's own, by name or as BIN / name
+        proc = run_forked(name, argv, stdin=stdin, cwd=cwd, env=env, timeout=timeout)
     else:
         proc = subprocess.run(
             [str(BIN / tool), *argv],  # BIN / an absolute path is that path
