@@ -190,11 +190,11 @@ def test_a_folder_made_otherwise_is_refused_before_any_work(tmp_path):
     "setting, logged",
     [
         ({}, "'relative_positions': 16"),  # SMALL=1's chosen K
-        ({"RELPOS": "", "BEAM_STOP": "fairseq"}, "'relative_positions': None"),  # RELPOS= : off; fairseq's search
+        # RELPOS= : off; fairseq's search; the decoding SMALL=1 does not choose (one run for the three)
+        ({"RELPOS": "", "BEAM_STOP": "fairseq", "CHECKPOINTS": OTHER_CHECKPOINTS}, "'relative_positions': None"),
         ({"SUBWORDS": "300"}, "'relative_positions': 16"),  # sentencepiece pieces as the source
-        ({"CHECKPOINTS": OTHER_CHECKPOINTS}, "'relative_positions': 16"),  # the decoding SMALL=1 does not choose
     ],
-    ids=["small", "relpos-off", "subwords", "checkpoints-" + OTHER_CHECKPOINTS],
+    ids=["small", "relpos-off-fairseq-search-checkpoints-" + OTHER_CHECKPOINTS, "subwords"],
 )
 def test_recipe_end_to_end_tiny(tmp_path, ptb_files, setting, logged):
     env = dict(
