@@ -287,8 +287,9 @@ def run(tool, *args, ok=True, stdin=None, cwd=None, timeout=900):
 # Each start of a fairseq CLI imports torch, scikit-learn, scipy, hydra and fairseq (about 2 s on
 # these machines, scikit-learn a third of it: fairseq's audio task and sentence-prediction criterion
 # import it), longer than most of the tiny runs the tests make, several hundred times a suite. run()
-# starts fairseq's console scripts in a child forked from one process per test process that has
-# imported those libraries once, but not fairseq: fairseq's modules configure logging when
+# starts fairseq's console scripts (and conftest.py's cli fixture the plugin's, which import fairseq
+# too) in a child forked from one process per test process that has imported those libraries once,
+# but not fairseq: fairseq's modules configure logging when
 # imported, and each CLI sets up logging its own way before or after importing fairseq. The child
 # sets the arguments, working folder, environment and standard streams it is given, calls the
 # console script's entry point (fairseq_cli.X:cli_main) as the script does, imports fairseq and,
@@ -304,10 +305,10 @@ FORKED = {f"fairseq-{name}" for name in ("train", "generate", "interactive", "pr
 
 def _fork_server(ask_preload):
     """The server's program (run_forked runs this function's source with `python -c`): imports the
-    modules ask_preload names, then reads requests on
-    standard input, one JSON line each (tool, argv, cwd, env, and the files to use as the child's
-    stdin, stdout and stderr); for each, the child's pid and then its exit status (negative for a
-    signal, as subprocess reports it) on standard output, one JSON line each. Ends at end of input."""
+    modules ask_preload names, then reads requests on standard input, one JSON line each (tool,
+    argv, cwd, env, and the files to use as the child's stdin, stdout and stderr); for each, the
+    child's pid and then its exit status (negative for a signal, as subprocess reports it) on
+    standard output, one JSON line each. Ends at end of input."""
     import atexit
     import importlib
     import importlib.metadata
@@ -321,22 +322,29 @@ def _fork_server(ask_preload):
         os.dup2(said.fileno(), 2)
         for name in ask_preload:
             importlib.import_module(name)
-        sys.stderr.flush(), os.dup2(stderr, 2), os.close(stderr), said.seek(0)
+        sys.stderr.flush()
+        os.dup2(stderr, 2)
+        os.close(stderr)
+        said.seek(0)
         said_at_import = said.read()
     scripts = {ep.name: ep for ep in importlib.metadata.entry_points(group="console_scripts")}
     requests, replies = os.fdopen(os.dup(0), "r"), os.fdopen(os.dup(1), "w", buffering=1)
     null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0), os.dup2(null, 1)  # the children's streams are their own files, never this pipe
+    for fd in (0, 1):  # the children's streams are their own files, never this pipe
+        os.dup2(null, fd)
     for line in requests:
         ask = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            requests.close(), replies.close()
+            requests.close()
+            replies.close()
             os.chdir(ask["cwd"])
-            os.environ.clear(), os.environ.update(ask["env"])
+            os.environ.clear()
+            os.environ.update(ask["env"])
             for fd, path, flags in zip((0, 1, 2), ask["streams"], (os.O_RDONLY, os.O_WRONLY, os.O_WRONLY), strict=True):
                 opened = os.open(path, flags)
-                os.dup2(opened, fd), os.close(opened)
+                os.dup2(opened, fd)
+                os.close(opened)
             os.write(2, said_at_import)
             sys.argv = [ask["argv0"], *ask["argv"]]
             try:
@@ -350,7 +358,8 @@ def _fork_server(ask_preload):
                 print(code, file=sys.stderr)
                 code = 1
             atexit._run_exitfuncs()  # logging's flush among them
-            sys.stdout.flush(), sys.stderr.flush()
+            sys.stdout.flush()
+            sys.stderr.flush()
             os._exit(code or 0)
         print(json.dumps(pid), file=replies)
         print(json.dumps(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])), file=replies)
@@ -367,9 +376,9 @@ _SERVER = {}
 
 
 def run_forked(tool, argv, *, stdin, cwd, env, timeout) -> subprocess.CompletedProcess:
-    """Run fairseq's console script tool with argv as a child of the fork server (above), as
-    subprocess.run would: its stdout and stderr as text, TimeoutExpired after timeout seconds (the
-    child killed)."""
+    """Run the console script tool (fairseq's or the plugin's) with argv as a child of the fork
+    server (above), as subprocess.run would: its stdout and stderr as text, TimeoutExpired after
+    timeout seconds (the child killed)."""
     import inspect
     import json
     import select

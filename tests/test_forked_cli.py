@@ -1,7 +1,8 @@
-"""helpers.run starts fairseq's console scripts as children of a process that has imported fairseq
-(helpers.run_forked) instead of as fresh processes: a forked run must print and exit as a fresh
-one does. Each case runs the same command both ways (ATTN_ONLY_TEST_FORK=0 for the fresh one) and
-compares what a test reads: exit status, hypotheses, losses, the one-line errors."""
+"""helpers.run starts fairseq's console scripts as children of a process that has imported the
+libraries they import, not fairseq itself (helpers.run_forked), instead of as fresh processes: a
+forked run must print and exit as a fresh one does. Each case runs the same command both ways
+(ATTN_ONLY_TEST_FORK=0 for the fresh one) and compares what a test reads: exit status, hypotheses,
+losses, the one-line errors."""
 
 import re
 import shutil
