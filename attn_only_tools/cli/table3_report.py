@@ -3,6 +3,7 @@ gathered into the table of docs/table3.md and its figure.
 
     attn-only-table3-report work/table3_small --out table3.md --figure table3.png
     attn-only-table3-report --params     # parameter counts: Table 3's, the formula's, SMALL=1's
+    attn-only-table3-report --rates WORK_0.25 WORK_0.5 ...   # each row's learning rate chosen on valid
 
 Reads WORK/ROW/seedS/result.json (one per finished row and seed) and the paper's numbers from
 `examples/table3.sh --list`. Per row: dev perplexity (per subword) and BLEU as mean and spread over
@@ -83,7 +84,7 @@ def parameters(s, vocab: int) -> int:
     return s["N"] * (encoder + decoder) + vocab * d
 
 
-def read_results(work: Path):
+def read_results(work: Path, need_base: bool = True):
     """{row: [result dict, ...]} from WORK/ROW/seed*/result.json, seeds in order."""
     results = {}
     for path in sorted(work.glob("*/seed*/result.json")):
@@ -95,7 +96,7 @@ def read_results(work: Path):
         if row != path.parent.parent.name:
             raise PluginError(f"{path} holds row {row}'s result, not {path.parent.parent.name}'s: move it back")
         results.setdefault(row, []).append(r)
-    if "base" not in results:
+    if need_base and "base" not in results:
         raise PluginError(f"no base row in {work} (WORK/base/seed*/result.json): run SMALL=1 table3.sh base first")
     return results
 
@@ -147,6 +148,53 @@ def table(results, paper):
             ]
         seconds = [r["seconds"] for r in results[row] if "seconds" in r]  # the last invocation's, resumed or not
         cells.append(f"{statistics.fmean(seconds) / 60:.1f}" if seconds else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def multiplier(result) -> float:
+    """The noam schedule's --lr-multiplier a row was trained with, from its result.json's flags."""
+    m = re.search(r"--lr-multiplier (\S+)", result.get("flags", ""))
+    if m is None:
+        raise PluginError(f"row {result['row']} seed {result['seed']}: its result.json names no --lr-multiplier")
+    return float(m.group(1))
+
+
+def rates_table(works, paper) -> str:
+    """Each row's dev perplexity at every learning-rate multiplier found in WORKS (one WORK per
+    multiplier, as table3.sh refuses to mix them), the multiplier with the lowest dev perplexity
+    chosen (on the seeds that every rate of the row has), and the rows' differences from base when
+    each is trained at its own chosen rate. Rows tried at one rate only are left out; base is not."""
+    by_rate = {}  # (row, multiplier) -> [result, ...]
+    for work in works:
+        for row, results in read_results(work, need_base=False).items():
+            for r in results:
+                by_rate.setdefault((row, multiplier(r)), []).append(r)
+    if len({r["updates"] for results in by_rate.values() for r in results}) > 1:
+        raise PluginError("the WORK folders hold runs of different lengths (UPDATES): compare rates at one length")
+    rates = sorted({m for _, m in by_rate})
+    lines = [
+        "| row | N | " + " | ".join(f"× {m:g}" for m in rates) + " | chosen | BLEU there | ΔPPL ours | ΔPPL paper |"
+    ]
+    lines.append("|---|---|" + "---|" * len(rates) + "---|---|---|---|")
+    chosen = {}
+    for row in (r for r in paper if r == "base" or sum(key[0] == r for key in by_rate) > 1):
+        ppl = {m: statistics.fmean(r["ppl"] for r in by_rate[row, m]) for m in rates if (row, m) in by_rate}
+        shared = set.intersection(*({r["seed"] for r in by_rate[row, m]} for m in ppl))  # choose on like seeds
+        on = {m: statistics.fmean(r["ppl"] for r in by_rate[row, m] if r["seed"] in shared or not shared) for m in ppl}
+        best = chosen[row] = min(on, key=on.get)
+        cells = [row, str(shape(paper[row][2], base=(6, 128, 512, 8))["N"])]
+        for m in rates:
+            n = len(by_rate.get((row, m), ()))
+            text = f"{ppl[m]:.2f}" + (f" ({n} seeds)" if n > 1 else "") if m in ppl else ""
+            cells.append(f"**{text}**" if m == best else text)
+        bleu = statistics.fmean(r["bleu"] for r in by_rate[row, best])
+        cells += [f"{best:g}", f"{bleu:.2f}"]
+        if row == "base" or "base" not in chosen:
+            cells += ["", ""]
+        else:
+            cells.append(f"{ppl[best] - statistics.fmean(r['ppl'] for r in by_rate['base', chosen['base']]):+.2f}")
+            cells.append(f"{paper[row][0] - paper['base'][0]:+.2f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -206,8 +254,13 @@ def figure(results, paper, out: Path) -> None:
 
 def main(argv=None) -> int:
     p = command_parser(__doc__)
-    p.add_argument("work", type=Path, nargs="?", help="the WORK folder of SMALL=1 table3.sh (ROW/seedS/result.json)")
+    p.add_argument("work", type=Path, nargs="*", help="the WORK folder of SMALL=1 table3.sh (ROW/seedS/result.json)")
     p.add_argument("--params", action="store_true", help="print the parameter counts of every row instead")
+    p.add_argument(
+        "--rates",
+        action="store_true",
+        help="each row across WORKs of different LR_MULTIPLIER: the rate chosen on valid",
+    )
     p.add_argument("--out", type=Path, help="write the markdown table here (default: stdout)")
     p.add_argument("--figure", type=Path, help="write the PNG figure here")
     p.add_argument("--force", action="store_true", help="replace an existing --out or --figure")
@@ -215,14 +268,18 @@ def main(argv=None) -> int:
     if a.params:
         sys.stdout.write(params_table())
         return 0
-    if a.work is None or not a.work.is_dir():
-        raise PluginError(f"{a.work} is not a folder: give the WORK folder of SMALL=1 examples/table3.sh")
-    inputs = sorted(a.work.glob("*/seed*/result.json"))
+    for work in a.work or [None]:
+        if work is None or not work.is_dir():
+            raise PluginError(f"{work} is not a folder: give the WORK folder of SMALL=1 examples/table3.sh")
+    if len(a.work) > 1 and not a.rates or a.rates and a.figure is not None:
+        raise PluginError("one WORK folder makes the table and figure; several are for --rates, which draws no figure")
+    inputs = sorted(p for work in a.work for p in work.glob("*/seed*/result.json"))
     for out, flag in ((a.out, "--out"), (a.figure, "--figure")):
         if out is not None:
             atomic.check_output(out, inputs, a.force, flag)
-    results, paper = read_results(a.work), paper_rows(small=True)
-    text = table(results, paper)
+    paper = paper_rows(small=True)
+    results = None if a.rates else read_results(a.work[0])
+    text = rates_table(a.work, paper) if a.rates else table(results, paper)
     if a.out is None:
         sys.stdout.write(text)
     else:

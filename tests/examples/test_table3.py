@@ -180,10 +180,11 @@ def test_agreement_is_judged_against_the_seed_spread(ours, base, paper_delta, ex
     assert report.agreement(ours, base, paper_delta, lower_is_better=True) == expected
 
 
-def write_result(work, row, seed, ppl, bleu):
+def write_result(work, row, seed, ppl, bleu, rate=0.25, updates=500):
     folder = work / row / f"seed{seed}"
     folder.mkdir(parents=True)
-    result = dict(row=row, seed=seed, updates=500, ppl=ppl, bleu=bleu, seconds=600 + 60 * seed)
+    flags = f"--d-model 128 --max-tokens 2048 --warmup-updates 400 --lr-multiplier {rate}"
+    result = dict(row=row, seed=seed, updates=updates, ppl=ppl, bleu=bleu, flags=flags, seconds=600 + 60 * seed)
     (folder / "result.json").write_text(json.dumps(result))
 
 
@@ -213,6 +214,34 @@ def test_report_writes_the_table_and_the_figure(tmp_path):
     shutil.rmtree(work / "D1")  # base missing: nothing to compare with
     proc = subprocess.run([*script, "--out", str(tmp_path / "other.md")], capture_output=True, text=True)
     assert proc.returncode == 1 and "no base row" in proc.stderr and not (tmp_path / "other.md").exists()
+
+
+def test_rates_choose_each_rows_learning_rate_on_valid(tmp_path):
+    slow, fast = tmp_path / "lr0.25", tmp_path / "lr0.5"
+    write_result(slow, "base", 1, 110.0, 1.8)
+    write_result(slow, "base", 2, 130.0, 1.5)  # a seed the other rate lacks: not used to choose
+    write_result(fast, "base", 1, 566.0, 0.1, rate=0.5)
+    write_result(slow, "C1", 1, 48.0, 9.1)
+    write_result(fast, "C1", 1, 30.0, 11.4, rate=0.5)
+    write_result(slow, "E", 1, 74.0, 3.2)  # one rate only: no choice to show
+    proc = subprocess.run(
+        [str(BIN / "attn-only-table3-report"), "--rates", str(slow), str(fast)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "| row | N | × 0.25 | × 0.5 | chosen | BLEU there | ΔPPL ours | ΔPPL paper |"
+    assert lines[2] == "| base | 6 | **120.00 (2 seeds)** | 566.00 | 0.25 | 1.65 |  |  |"
+    assert lines[3] == "| C1 | 2 | 48.00 | **30.00** | 0.5 | 11.40 | -90.00 | +1.19 |"  # each row at its own rate
+    assert len(lines) == 4
+    write_result(tmp_path / "long", "C1", 1, 14.0, 19.1, updates=10000)
+    proc = subprocess.run(
+        [str(BIN / "attn-only-table3-report"), "--rates", str(slow), str(tmp_path / "long")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1 and "different lengths (UPDATES)" in proc.stderr
+    proc = subprocess.run([str(BIN / "attn-only-table3-report"), str(slow), str(fast)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "several are for --rates" in proc.stderr
 
 
 def test_a_queue_checks_every_row_before_running_any(tmp_path):
