@@ -160,25 +160,37 @@ def multiplier(result) -> float:
     return float(m.group(1))
 
 
+def read_rates(works):
+    """{(row, multiplier): [result, ...]} from several WORK folders, one run length among them all."""
+    by_rate = {}
+    for work in works:
+        for row, results in read_results(work, need_base=False).items():
+            for r in results:
+                runs = by_rate.setdefault((row, multiplier(r)), [])
+                if any(other["seed"] == r["seed"] for other in runs):
+                    raise PluginError(
+                        f"row {row} seed {r['seed']} at multiplier {multiplier(r):g} is in two WORK folders: give one"
+                    )
+                runs.append(r)
+    if len({r["updates"] for results in by_rate.values() for r in results}) > 1:
+        raise PluginError("the WORK folders hold runs of different lengths (UPDATES): compare rates at one length")
+    return by_rate
+
+
 def rates_table(works, paper) -> str:
     """Each row's dev perplexity at every learning-rate multiplier found in WORKS (one WORK per
     multiplier, as table3.sh refuses to mix them), the multiplier with the lowest dev perplexity
     chosen (on the seeds that every rate of the row has), and the rows' differences from base when
     each is trained at its own chosen rate. Rows tried at one rate only are left out; base is not."""
-    by_rate = {}  # (row, multiplier) -> [result, ...]
-    for work in works:
-        for row, results in read_results(work, need_base=False).items():
-            for r in results:
-                by_rate.setdefault((row, multiplier(r)), []).append(r)
-    if len({r["updates"] for results in by_rate.values() for r in results}) > 1:
-        raise PluginError("the WORK folders hold runs of different lengths (UPDATES): compare rates at one length")
+    by_rate = read_rates(works)
     rates = sorted({m for _, m in by_rate})
+    tried = {row: sum(key[0] == row for key in by_rate) for row in paper}
     lines = [
         "| row | N | " + " | ".join(f"× {m:g}" for m in rates) + " | chosen | BLEU there | ΔPPL ours | ΔPPL paper |"
     ]
     lines.append("|---|---|" + "---|" * len(rates) + "---|---|---|---|")
     chosen = {}
-    for row in (r for r in paper if r == "base" or sum(key[0] == r for key in by_rate) > 1):
+    for row in (r for r in paper if tried[r] > 1 or r == "base" and tried[r]):
         ppl = {m: statistics.fmean(r["ppl"] for r in by_rate[row, m]) for m in rates if (row, m) in by_rate}
         shared = set.intersection(*({r["seed"] for r in by_rate[row, m]} for m in ppl))  # choose on like seeds
         on = {m: statistics.fmean(r["ppl"] for r in by_rate[row, m] if r["seed"] in shared or not shared) for m in ppl}

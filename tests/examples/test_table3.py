@@ -233,7 +233,7 @@ def test_rates_choose_each_rows_learning_rate_on_valid(tmp_path):
     assert lines[2] == "| base | 6 | **120.00 (2 seeds)** | 566.00 | 0.25 | 1.65 |  |  |"
     assert lines[3] == "| C1 | 2 | 48.00 | **30.00** | 0.5 | 11.40 | -90.00 | +1.19 |"  # each row at its own rate
     assert len(lines) == 4
-    write_result(tmp_path / "long", "C1", 1, 14.0, 19.1, updates=10000)
+    write_result(tmp_path / "long", "C1", 2, 14.0, 19.1, updates=10000)
     proc = subprocess.run(
         [str(BIN / "attn-only-table3-report"), "--rates", str(slow), str(tmp_path / "long")],
         capture_output=True,
@@ -242,6 +242,12 @@ def test_rates_choose_each_rows_learning_rate_on_valid(tmp_path):
     assert proc.returncode == 1 and "different lengths (UPDATES)" in proc.stderr
     proc = subprocess.run([str(BIN / "attn-only-table3-report"), str(slow), str(fast)], capture_output=True, text=True)
     assert proc.returncode == 1 and "several are for --rates" in proc.stderr
+    proc = subprocess.run(
+        [str(BIN / "attn-only-table3-report"), "--rates", str(slow), str(slow)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and "seed 1 at multiplier 0.25 is in two WORK folders" in proc.stderr
+    proc = subprocess.run([str(BIN / "attn-only-table3-report"), "--rates", str(fast)], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[2].startswith("| base | 6 |")  # base at one rate only
 
 
 def test_a_queue_checks_every_row_before_running_any(tmp_path):
