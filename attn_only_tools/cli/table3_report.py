@@ -166,10 +166,11 @@ def read_rates(works):
     for work in works:
         for row, results in read_results(work, need_base=False).items():
             for r in results:
-                runs = by_rate.setdefault((row, multiplier(r)), [])
+                m = multiplier(r)
+                runs = by_rate.setdefault((row, m), [])
                 if any(other["seed"] == r["seed"] for other in runs):
                     raise PluginError(
-                        f"row {row} seed {r['seed']} at multiplier {multiplier(r):g} is in two WORK folders: give one"
+                        f"row {row} seed {r['seed']} at multiplier {m:g} is in two WORK folders: give one"
                     )
                 runs.append(r)
     if len({r["updates"] for results in by_rate.values() for r in results}) > 1:
@@ -189,24 +190,25 @@ def rates_table(works, paper) -> str:
         "| row | N | " + " | ".join(f"× {m:g}" for m in rates) + " | chosen | BLEU there | ΔPPL ours | ΔPPL paper |"
     ]
     lines.append("|---|---|" + "---|" * len(rates) + "---|---|---|---|")
-    chosen = {}
+    base_ppl = None  # base's mean at its chosen rate: what every other row is compared with
     for row in (r for r in paper if tried[r] > 1 or r == "base" and tried[r]):
         ppl = {m: statistics.fmean(r["ppl"] for r in by_rate[row, m]) for m in rates if (row, m) in by_rate}
         shared = set.intersection(*({r["seed"] for r in by_rate[row, m]} for m in ppl))  # choose on like seeds
         on = {m: statistics.fmean(r["ppl"] for r in by_rate[row, m] if r["seed"] in shared or not shared) for m in ppl}
-        best = chosen[row] = min(on, key=on.get)
-        cells = [row, str(shape(paper[row][2], base=(6, 128, 512, 8))["N"])]
+        best = min(on, key=on.get)
+        cells = [row, str(shape(paper[row][2])["N"])]
         for m in rates:
             n = len(by_rate.get((row, m), ()))
             text = f"{ppl[m]:.2f}" + (f" ({n} seeds)" if n > 1 else "") if m in ppl else ""
             cells.append(f"**{text}**" if m == best else text)
         bleu = statistics.fmean(r["bleu"] for r in by_rate[row, best])
         cells += [f"{best:g}", f"{bleu:.2f}"]
-        if row == "base" or "base" not in chosen:
+        if row == "base":
+            base_ppl = ppl[best]
+        if row == "base" or base_ppl is None:
             cells += ["", ""]
         else:
-            cells.append(f"{ppl[best] - statistics.fmean(r['ppl'] for r in by_rate['base', chosen['base']]):+.2f}")
-            cells.append(f"{paper[row][0] - paper['base'][0]:+.2f}")
+            cells += [f"{ppl[best] - base_ppl:+.2f}", f"{paper[row][0] - paper['base'][0]:+.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -290,8 +292,11 @@ def main(argv=None) -> int:
         if out is not None:
             atomic.check_output(out, inputs, a.force, flag)
     paper = paper_rows(small=True)
-    results = None if a.rates else read_results(a.work[0])
-    text = rates_table(a.work, paper) if a.rates else table(results, paper)
+    if a.rates:
+        text = rates_table(a.work, paper)
+    else:
+        results = read_results(a.work[0])
+        text = table(results, paper)
     if a.out is None:
         sys.stdout.write(text)
     else:
