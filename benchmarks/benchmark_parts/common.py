@@ -26,8 +26,8 @@ BATCH_SIZE = {"tiny": 32, "cpu": 32, "base": 256, "big": 256}
 SPEED_PATHS = {
     "packing": ("attn_only_plugin.modules.packing", "MIN_PAD_FRACTION", 2.0),  # never packs
 }
-# shape["levers"]: speed levers that are not the paper's, off unless named (docs/speed.md, "Prepared for
-# the next GPU session"): "compile" (ours with --compile-layers; the value is torch.compile's backend),
+# shape["levers"]: speed levers that are not the paper's, off unless named (docs/speed.md, "The GPU
+# speed levers"): "compile" (ours with --compile-layers; the value is torch.compile's backend),
 # "static_cache" (ours with --static-decoding-cache), "pad_to" (every batch's source and target lengths
 # padded up to a multiple of it, both models: fewer shapes), "half" ("float16" or "bfloat16": the
 # autocast and generation dtype with --amp on CUDA), "batched_search" (ours decoded by --batched-search's
