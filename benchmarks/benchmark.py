@@ -13,8 +13,9 @@ readable alone: common.py (the two models, the batches: --batching random, sorte
 training.py (tokens/s, model FLOP/s and MFU, each model on its recipe's optimizer or
 --optimizer's), memory.py (peak memory, a fresh process per model; --checkpoint-activations),
 generation.py (beam 4 with fairseq's SequenceGenerator, identical hypotheses, and the CTranslate2
-export in the same turns unless --no-ctranslate2), processes.py (a measurement in its own
-process), report.py (the table). This file is the command: its flags, the table, the JSON.
+export in the same turns unless --no-ctranslate2), profile.py (--profile: where a step's time
+goes, by kind of work, under torch.profiler), processes.py (a measurement in its own process),
+report.py (the table). This file is the command: its flags, the table, the JSON.
 A script, not a timed test. Counts that cannot be measured (--updates, --repeats, --batch-size,
 --generate below 1, --warmup below 0, --peak-tflops not above 0) are refused before anything
 runs; a measuring process that fails ends the benchmark with its one-line error
@@ -81,12 +82,16 @@ def run(
     without=(),
     sdpa=(),
     levers=None,
+    profile=False,
+    trace=None,
 ):
     """Both measurements; batch_size defaults to the preset's (BATCH_SIZE), n_gen to two batches;
     ours without the speed paths named in `without` (SPEED_PATHS), to measure what each buys; with
     `sdpa` (names in SDPA_BACKENDS), torch's fused attention restricted to those backends while it
     measures (the caller's settings are back on return); `levers`: the speed levers that are not
-    the paper's to turn on (benchmarks/common.py's levers: compile, static_cache, pad_to, half)."""
+    the paper's to turn on (benchmarks/common.py's levers: compile, static_cache, pad_to, half);
+    `profile`: each model's steps once more under torch.profiler after the timed ones (profile.py),
+    with `trace` a folder for their Chrome traces."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak, batching)
     shape = dict(PRESETS[preset], without=sorted(without)) if without else PRESETS[preset]
     if levers:
@@ -99,10 +104,22 @@ def run(
     with sdpa_restricted(sdpa):
         if "training" in parts:
             train = training_part(
-                shape, device, amp, updates, warmup, repeats, batch_size, batching, peak, optimizer, recompute
+                shape,
+                device,
+                amp,
+                updates,
+                warmup,
+                repeats,
+                batch_size,
+                batching,
+                peak,
+                optimizer,
+                recompute,
+                profile,
+                trace,
             )
         if "generation" in parts:
-            gen = generation_part(shape, device, amp, n_gen, batch_size, batching, repeats, ct2)
+            gen = generation_part(shape, device, amp, n_gen, batch_size, batching, repeats, ct2, profile, trace)
     return dict(
         preset=preset,
         shape=shape,
@@ -118,12 +135,29 @@ def run(
     )
 
 
-def training_part(shape, device, amp, updates, warmup, repeats, batch_size, batching, peak, optimizer, recompute):
+def training_part(
+    shape,
+    device,
+    amp,
+    updates,
+    warmup,
+    repeats,
+    batch_size,
+    batching,
+    peak,
+    optimizer,
+    recompute,
+    profile=False,
+    trace=None,
+):
     """Training speed (benchmarks/training.py) and each model's peak memory (benchmarks/memory.py),
-    each in a fresh process: per model its medians, and the ratios of the repeats."""
+    each in a fresh process: per model its medians, and the ratios of the repeats; with `profile`,
+    each model's profile (profile.py)."""
     ctx = mp.get_context("spawn")
     print(f"[benchmark] training speed: both models in turns, {repeats} x {updates} updates each", file=sys.stderr)
-    train = in_process(ctx, train_speed, shape, device, amp, updates, warmup, repeats, batch_size, batching, optimizer)
+    train = in_process(
+        ctx, train_speed, shape, device, amp, updates, warmup, repeats, batch_size, batching, optimizer, profile, trace
+    )
     for which, t in train.items():
         print(f"[benchmark] training memory: {which}", file=sys.stderr)
         t["peak_mib"] = in_process(
@@ -147,9 +181,10 @@ def training_part(shape, device, amp, updates, warmup, repeats, batch_size, batc
     return train
 
 
-def generation_part(shape, device, amp, n_gen, batch_size, batching, repeats, ct2):
+def generation_part(shape, device, amp, n_gen, batch_size, batching, repeats, ct2, profile=False, trace=None):
     """Beam-4 generation (benchmarks/generation.py) in this process, in batches of half a training
-    batch; without the ctranslate2 package, without its columns and a line saying so."""
+    batch; without the ctranslate2 package, without its columns and a line saying so; with
+    `profile`, each model's profile of one batch (profile.py)."""
     if ct2 and not importable("ctranslate2"):
         print(
             "[benchmark] ctranslate2 is not installed: no CTranslate2 columns (bash scripts/install.sh; on a GPU "
@@ -159,7 +194,16 @@ def generation_part(shape, device, amp, n_gen, batch_size, batching, repeats, ct
         ct2 = False
     print(f"[benchmark] generation, beam 4{', fp16' if amp and device == 'cuda' else ''}", file=sys.stderr)
     return generation(
-        shape, device, n_gen, max(1, batch_size // 2), batching, repeats, half=amp and device == "cuda", ct2=ct2
+        shape,
+        device,
+        n_gen,
+        max(1, batch_size // 2),
+        batching,
+        repeats,
+        half=amp and device == "cuda",
+        ct2=ct2,
+        profile=profile,
+        trace=trace,
     )
 
 
@@ -272,6 +316,17 @@ def main(argv=None) -> None:
         default="float16",
         help="with --amp on CUDA: the autocast and generation dtype of both models (default float16)",
     )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the timed steps, 3 more training steps and one generation batch of each model under "
+        "torch.profiler: per step the wall and device time, by category (matrix products, attention, "
+        "norm and element-wise, copies and casts, optimizer, other), the busy fraction, kernels, the top 15 "
+        "(on a CPU each op's own CPU time); in the JSON under each model's 'profile'",
+    )
+    p.add_argument(
+        "--profile-trace", type=Path, metavar="DIR", help="--profile, and a Chrome trace per model and part in DIR"
+    )
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args(argv)
     try:
@@ -308,6 +363,8 @@ def main(argv=None) -> None:
             without=a.without,
             sdpa=a.sdpa_backends,
             levers=levers,
+            profile=a.profile or a.profile_trace is not None,
+            trace=a.profile_trace and str(a.profile_trace.resolve()),
         )
     except PluginError as e:
         sys.exit(f"error: {e}")

@@ -1,8 +1,9 @@
 """Each speed lever of ours that is not the paper's, one row each, against fairseq's built-in in the
 same row: eager, --compile-layers, lengths padded to buckets, bf16, the fixed-size decoding cache, the
 batched beam search and its CUDA-graphed decoder step, for transformer_big training at ~25k target
-tokens a step (1280 sentences) on seen and fresh shapes with peak memory, and beam-4 generation; one
-results file (JSON, the table inside).
+tokens a step (1280 sentences) on seen and fresh shapes with peak memory, and beam-4 generation; then
+two rows that profile where the time of the eager training step and of the graphed beam search goes
+(benchmark.py --profile); one results file (JSON, the tables inside).
 
     python benchmarks/gpu_levers.py --out levers.json                             # one GPU, within --budget-s
     python benchmarks/gpu_levers.py --device cpu --preset tiny --out smoke.json   # the same rows, tiny: a check
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import install_excepthook
+from benchmark_parts.profile import CATEGORIES
 
 HERE = Path(__file__).resolve().parent
 
@@ -70,15 +72,27 @@ ROWS = {
         ["--batching", "fresh", "--pad-to-multiple", "8"],
     ),
     "gen_bf16": ("beam 4, both models in bf16", "generation", ["--half", "bfloat16"]),
+    # where the time goes, after fewer timed updates than train_eager_seen's (the profile needs no more)
+    "profile_train": (
+        "train_eager_seen, then 3 steps of each model under torch.profiler",
+        "training",
+        ["--batching", "random", "--updates", "2", "--repeats", "1", "--profile"],
+    ),
+    "profile_gen_cuda_graph": (
+        "gen_cuda_graph, then one batch of each model under torch.profiler",
+        "generation",
+        ["--static-cache", "--batched-search", "--cuda-graph", "--profile"],
+    ),
 }
 # per device: the benchmark's common flags, then those of training and of generation rows, and each
-# kind of row's time limit in seconds (compile rows: torch.compile's first compilations)
+# kind of row's time limit in seconds (compile rows: torch.compile's first compilations; "profile":
+# the seconds a --profile row gets beyond its kind's, for the profiled steps and reading their events)
 SETTINGS = {
     "cuda": dict(
         common=["--device", "cuda", "--amp", "--no-ctranslate2"],
         training=["--batch-size", "1280", "--updates", "5", "--repeats", "2", "--warmup", "2"],  # ~25k tokens
         generation=["--batch-size", "256", "--generate", "256", "--repeats", "2", "--batching", "sorted"],
-        limit=dict(training=75, compile=150, generation=60),
+        limit=dict(training=75, compile=150, generation=60, profile=45),
         compile_backend="inductor",
         budget_s=480,
     ),
@@ -86,7 +100,7 @@ SETTINGS = {
         common=["--device", "cpu", "--no-ctranslate2", "--peak-tflops", "1"],
         training=["--batch-size", "4", "--updates", "1", "--repeats", "1", "--warmup", "0"],
         generation=["--batch-size", "4", "--generate", "4", "--repeats", "1"],
-        limit=dict(training=300, compile=600, generation=300),
+        limit=dict(training=300, compile=600, generation=300, profile=300),
         compile_backend="aot_eager",  # the same traced graphs without inductor's kernels (minutes on 2 cores)
         budget_s=3600,
     ),
@@ -105,7 +119,10 @@ def command(name, preset, device, json_out):
 def limit(name, device) -> int:
     """Row `name`'s time limit in seconds."""
     _, parts, flags = ROWS[name]
-    return SETTINGS[device]["limit"]["compile" if "--compile-layers" in flags else parts]
+    limits = SETTINGS[device]["limit"]
+    return limits["compile" if "--compile-layers" in flags else parts] + (
+        limits["profile"] if "--profile" in flags else 0
+    )
 
 
 def environment():
@@ -172,11 +189,35 @@ def cells(row) -> list:
 
 
 def table(rows) -> str:
-    """The rows as a Markdown table."""
+    """The rows as a Markdown table; below it, for the rows with a profile, where a step's time goes."""
     head = "| row | what | ours | built-in | ours / built-in (repeats) | peak memory ours / built-in | identical |"
     lines = [head, "|" + "---|" * 7]
     lines += [f"| {name} | {row['what']} | " + " | ".join(cells(row)) + " |" for name, row in rows.items()]
-    return "\n".join(lines)
+    profiles = profile_lines(rows)
+    return "\n".join(lines + (["", *profiles] if profiles else []))
+
+
+def profile_lines(rows) -> list:
+    """A Markdown table of the rows' profiles (benchmark.py --profile), one line per model and part:
+    per step (a generation batch) the wall time, the device time by category (ms), the busy fraction
+    and the kernels run; [] when no row has one."""
+    body = []
+    for name, row in rows.items():
+        result = row.get("result") or {}
+        for part in ("training", "generation"):
+            for which in ("ours", "fairseq"):
+                p = (result.get(part) or {}).get(which, {}).get("profile")
+                if p:
+                    kinds = " | ".join(f"{p['ms_per_step'][kind]:.1f}" for kind in CATEGORIES)
+                    wall, device = p["wall_ms_per_step"], p["device_ms_per_step"]
+                    body.append(
+                        f"| {name} | {which} | {p['clock']} | {wall:.1f} | {device:.1f} | {p['busy_fraction']:.0%}"
+                        f" | {p['kernels_per_step']:.0f} | {kinds} |"
+                    )
+    if not body:
+        return []
+    head = "| row | model | clock | wall ms | device ms | busy | kernels | " + " | ".join(CATEGORIES) + " |"
+    return [head, "|" + "---|" * (7 + len(CATEGORIES)), *body]
 
 
 def main(argv=None) -> None:

@@ -5,6 +5,7 @@
 - training.py: training tokens/s and model FLOP/s (MFU), both models in turns step by step;
 - memory.py: training peak memory, one fresh process per model;
 - generation.py: beam-4 sentences/s and identical hypotheses, with the CTranslate2 export;
+- profile.py: where a step's time goes (--profile), by kind of work, under torch.profiler;
 - processes.py: running a measurement in a fresh process, its failure as one line;
 - report.py: the table that benchmarks/benchmark.py prints.
 

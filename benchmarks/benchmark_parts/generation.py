@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from .common import build_pair, half_dtype, levers, make_batches, rotation, synchronizer
+from .profile import profiled, trace_file
 
 
 def ctranslate2_decoders(model, d, device, half, folder):
@@ -66,12 +67,16 @@ def search_for(shape, name, model, d):
     return SequenceGenerator([model], d, **settings)
 
 
-def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half=False, ct2=True):
+def generation(
+    shape, device, n_sentences, batch_size, batching, repeats=1, half=False, ct2=True, profile=False, trace=None
+):
     """Beam-4 SequenceGenerator on the same sentences for both models (same weights; with half,
     both in fp16, as fairseq-generate --fp16 runs them), and with ct2 our model exported to
     CTranslate2 (ctranslate2_decoders). They take turns batch by batch (who goes first rotates),
     so that a machine whose speed drifts slows all alike; each repeat translates every sentence
-    once with each, and speeds are the medians over repeats."""
+    once with each, and speeds are the medians over repeats. With `profile`, then the first batch
+    once more with each model (not CTranslate2) under the profiler (profile.py; `trace`: the folder
+    for their Chrome traces)."""
     import tempfile
 
     import torch
@@ -112,10 +117,17 @@ def generation(shape, device, n_sentences, batch_size, batching, repeats=1, half
                     seconds[name][r] += time.perf_counter() - t
                     if r == 0:
                         hyps[name] += out
+        src, lengths = batches[0]["src"].to(device), batches[0]["lengths"].to(device)
+        profiles = {
+            name: profiled(lambda i, g=gens[name]: g(src, lengths), 1, device, trace_file(trace, "generation", name))
+            for name in (("fairseq", "ours") if profile else ())
+        }
     result = {}
     for name in gens:
         s = statistics.median(seconds[name])
         result[name] = dict(sentences_per_s=len(hyps[name]) / s, tokens_per_s=sum(map(len, hyps[name])) / s)
+        if name in profiles:
+            result[name]["profile"] = profiles[name]
         if name.startswith("ct2_"):
             result[name]["identical_sentences"] = sum(a == b for a, b in zip(hyps[name], hyps["fairseq"], strict=False))
     result["sentences"] = len(hyps["ours"])

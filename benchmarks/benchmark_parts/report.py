@@ -1,4 +1,7 @@
-"""The table benchmarks/benchmark.py prints: one row per measure, ours against the built-in."""
+"""The table benchmarks/benchmark.py prints: one row per measure, ours against the built-in, and
+with --profile a line per model and part saying where a step's time goes."""
+
+from .profile import describe
 
 
 def table(r) -> str:
@@ -63,4 +66,8 @@ def table(r) -> str:
                 "to the built-in's: "
                 + ", ".join(f"{name[4:]} {g[name]['identical_sentences']} of {g['sentences']}" for name in ct2)
             )
+    for part, results in (("training", t), ("generation", g)):
+        for which in ("ours", "fairseq"):
+            if results and "profile" in results[which]:
+                lines.append(f"profile, {part}, {which}: {describe(results[which]['profile'])}")
     return "\n".join(lines)

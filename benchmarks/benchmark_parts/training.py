@@ -10,6 +10,7 @@ epsilon) unless --optimizer names one for both.
 import time
 
 from .common import build_pair, device_batches, half_dtype, pad_share, rotation, synchronizer
+from .profile import OPTIMIZER_SCOPE, TRAINING_STEPS, profiled, trace_file
 
 
 def peak_tflops(device, amp, given=None):
@@ -84,7 +85,8 @@ def trainer(model, device, amp, pad, optimizer, dtype=None):
         loss.backward()
         sync()
         t = time.perf_counter()
-        opt.step()
+        with torch.profiler.record_function(OPTIMIZER_SCOPE):  # what --profile counts as the optimizer's
+            opt.step()
         sync()
         return time.perf_counter() - t
 
@@ -101,10 +103,14 @@ def step_batches(d, device, batch_size, batching, n_steps):
     return {"fairseq": both[0::2], "ours": both[1::2]}
 
 
-def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batching, optimizer):
+def train_speed(
+    shape, device, amp, updates, warmup, repeats, batch_size, batching, optimizer, profile=False, trace=None
+):
     """Runs in its own process: both models train side by side, taking turns step by step on the
     same batch (who goes first alternates), so that a machine whose speed drifts slows both alike.
-    Per repeat, target tokens/s and model FLOP/s over `updates` steps each, after `warmup`."""
+    Per repeat, target tokens/s and model FLOP/s over `updates` steps each, after `warmup`; with
+    `profile`, then TRAINING_STEPS more steps of each model under the profiler (profile.py;
+    `trace`: the folder for their Chrome traces)."""
     theirs, ours, d = build_pair(shape)
     models = {"fairseq": theirs, "ours": ours}
     steps = {
@@ -142,7 +148,7 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
     def flops(b):
         return model_flops(b, shape, d.pad())
 
-    return {
+    result = {
         name: dict(
             tokens_per_s_per_repeat=[work(name, r, tokens) / s for r, s in enumerate(secs)],
             flops_per_s_per_repeat=[work(name, r, flops) / s for r, s in enumerate(secs)],
@@ -152,3 +158,12 @@ def train_speed(shape, device, amp, updates, warmup, repeats, batch_size, batchi
         )
         for name, secs in seconds.items()
     }
+    done = warmup + repeats * updates  # the profiled steps go on through the same batches
+    for name, step in steps.items() if profile else ():
+        result[name]["profile"] = profiled(
+            lambda i, name=name, step=step: step(batch(name, done + i)),
+            TRAINING_STEPS,
+            device,
+            trace_file(trace, "training", name),
+        )
+    return result

@@ -422,3 +422,83 @@ def test_sdpa_restriction_lasts_only_while_measuring(script, monkeypatch):
     with pytest.raises(KeyError), processes.sdpa_restricted(["cudnn"]):
         raise KeyError("a failed measurement")
     assert flags() == before
+
+
+def test_profile_says_where_each_step_goes(cli, tmp_path):
+    """--profile: per model and part, the time of a few more steps by category, summing to the
+    total (on a CPU each op's own CPU time), a top list, the busy fraction; --profile-trace a
+    Chrome trace per model and part."""
+    out, traces = tmp_path / "bench.json", tmp_path / "traces"
+    args = ["--updates", "1", "--warmup", "0", "--repeats", "1", "--batch-size", "4", "--generate", "4"]
+    proc = cli("benchmark", "--preset", "tiny", *args, "--no-ctranslate2", "--profile-trace", traces, "--out", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    for part, steps in (("training", 3), ("generation", 1)):
+        for which in ("ours", "fairseq"):
+            p = r[part][which]["profile"]
+            assert p["clock"] == "cpu" and p["steps"] == steps and p["launches_per_step"] is None
+            kinds = p["ms_per_step"]
+            assert set(kinds) == {
+                "matrix_products",
+                "attention",
+                "norm_elementwise",
+                "copies_casts",
+                "optimizer",
+                "other",
+            }
+            assert abs(sum(kinds.values()) - p["device_ms_per_step"]) <= 0.001 * len(kinds)
+            assert kinds["matrix_products"] > 0 and (kinds["optimizer"] > 0) == (part == "training")
+            assert 0 < p["busy_fraction"] <= 1.5 and p["kernels_per_step"] > 0
+            assert 0 < len(p["top"]) <= 15 and p["top"][0]["ms_per_step"] >= p["top"][-1]["ms_per_step"] > 0
+            assert f"profile, {part}, {which}: " in proc.stdout
+            assert json.loads((traces / f"{part}_{which}.json").read_text())["traceEvents"]
+
+
+def test_profile_categories_of_cuda_kernels(script):
+    """On CUDA each kernel goes by its own name, the op that launched it and the ops around that
+    one; the optimizer's step and attention ops claim all inside them; a kernel the profiler linked
+    to no op goes by its name; the device's spans of scopes are not work."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    script("benchmark")
+    from benchmark_parts.profile import category, summary
+
+    def op(name, parent=None, kernels=()):
+        kernels = [SimpleNamespace(name=k, device=0, duration=us) for k, us in kernels]
+        return SimpleNamespace(name=name, device_type=DeviceType.CPU, cpu_parent=parent, kernels=kernels)
+
+    def kernel(name, us, annotation=False):
+        span = SimpleNamespace(elapsed_us=lambda: us)
+        return SimpleNamespace(name=name, device_type=DeviceType.CUDA, time_range=span, is_user_annotation=annotation)
+
+    gemm, add, copy = "sm90_xmma_gemm_f16f16_f16f32", "vectorized_elementwise_kernel<CUDAFunctor_add>", "direct_copy"
+    step = op("optimizer step")
+    events = [
+        op("aten::mm", kernels=[(gemm, 30.0)]),
+        op("aten::add_", parent=op("Optimizer.step#Adam.step", parent=step), kernels=[(add, 4.0)]),
+        op("aten::add", kernels=[(add, 6.0)]),
+        op("aten::copy_", parent=op("aten::_to_copy", parent=op("aten::to")), kernels=[(copy, 2.0)]),
+        op("cudaLaunchKernel"),
+        op("cudaGraphLaunch"),
+        step,
+        kernel(gemm, 30.0),
+        kernel(add, 4.0),
+        kernel(add, 6.0),
+        kernel(copy, 2.0),
+        kernel("fmha_cutlassF_f16_aligned_64x64_rf_sm80", 8.0),  # replayed in a graph: no op
+        kernel("Memcpy HtoD (Pageable -> Device)", 2.0),
+        kernel("optimizer step", 50.0, annotation=True),
+    ]
+    p = summary(events, 2, 1e-4, "cuda")
+    assert p["clock"] == "cuda" and p["launches_per_step"] == 1 and p["kernels_per_step"] == 3
+    assert p["ms_per_step"] == dict(
+        optimizer=0.002, attention=0.004, copies_casts=0.002, matrix_products=0.015, norm_elementwise=0.003, other=0
+    )
+    assert p["device_ms_per_step"] == 0.026 and p["wall_ms_per_step"] == 0.05 and p["busy_fraction"] == 0.52
+    assert p["top"][0] == dict(
+        name=gemm, op="aten::mm", category="matrix_products", ms_per_step=0.015, calls_per_step=0.5
+    )
+    assert category(["Memset (Device)"]) == "copies_casts" and category(["aten::topk"]) == "other"
+    assert category(["elementwise_kernel<masked_fill_kernel>", "aten::masked_fill_"]) == "norm_elementwise"

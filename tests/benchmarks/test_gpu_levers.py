@@ -12,14 +12,15 @@ from pathlib import Path
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-SMOKE_ROWS = ["train_bucket_compile_fresh", "gen_cuda_graph", "train_bf16_seen"]  # every lever once
+# every lever once; the graphed search in its profiled row, which is gen_cuda_graph with --profile
+SMOKE_ROWS = ["train_bucket_compile_fresh", "profile_gen_cuda_graph", "train_bf16_seen"]
 
 
 def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
     """Three rows that between them turn on every lever (compile, buckets, the fixed decoding cache,
-    the batched search and its graphed step, eager on a CPU, bf16), each through its benchmark and
-    measuring processes: minutes, more on busy cores. The other rows differ only in their flags,
-    which the --help and flag tests of benchmark.py cover."""
+    the batched search and its graphed step, eager on a CPU, bf16) and --profile, each through its
+    benchmark and measuring processes: minutes, more on busy cores. The other rows differ only in
+    their flags, which the --help and flag tests of benchmark.py cover."""
     out = tmp_path / "levers.json"
     cmd = [sys.executable, str(BENCHMARKS / "gpu_levers.py"), "--device", "cpu", "--preset", "tiny", "--out", str(out)]
     proc = subprocess.run(
@@ -35,7 +36,7 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
     assert sorted(r["rows"]) == sorted(SMOKE_ROWS) and all(row["status"] == "ok" for row in r["rows"].values())
     levers = {name: row["result"]["shape"].get("levers", {}) for name, row in r["rows"].items()}
     assert levers["train_bucket_compile_fresh"] == {"compile": "aot_eager", "pad_to": 8}
-    assert levers["gen_cuda_graph"] == {"static_cache": True, "batched_search": True, "cuda_graph": True}
+    assert levers["profile_gen_cuda_graph"] == {"static_cache": True, "batched_search": True, "cuda_graph": True}
     assert levers["train_bf16_seen"] == {"half": "bfloat16"}
     for name, row in r["rows"].items():
         result = row["result"]
@@ -45,12 +46,20 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
         else:
             assert result["generation"]["identical_sentences"] == result["generation"]["sentences"] == 4
         assert f"| {name} | {rows[name][0]} |" in r["table"] and f"| {name} |" in proc.stdout
+    # the profiled row's second table: one line per model, its categories summing to the device time
+    lines = [line.split(" | ") for line in r["table"].splitlines()]
+    profiled = [cells for cells in lines if cells[0] == "| profile_gen_cuda_graph" and cells[2] == "cpu"]
+    assert [cells[1:3] for cells in profiled] == [["ours", "cpu"], ["fairseq", "cpu"]]
+    for line in profiled:
+        cells = [float(c.strip(" |%")) for c in line[3:]]  # wall, device, busy, kernels, then the categories
+        assert abs(sum(cells[4:]) - cells[1]) < 0.1 * len(cells[4:]) and cells[1] > 0
+    assert [cells[0] for cells in lines if len(cells) > 2 and cells[2] == "cpu"] == ["| profile_gen_cuda_graph"] * 2
 
 
 def test_out_of_budget_rows_are_skipped_and_said(cli, tmp_path):
     out = tmp_path / "levers.json"
     proc = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)
-    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 12 of 12 rows did not")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 14 of 14 rows did not")
     r = json.loads(out.read_text())
     assert all(row["status"].startswith("skipped: ") for row in r["rows"].values())
     again = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)
@@ -63,3 +72,16 @@ def test_a_row_past_its_limit_is_stopped_and_said(script, tmp_path, monkeypatch)
     start = time.perf_counter()
     row = levers.run_row("gen_eager", "tiny", "cpu", tmp_path, seconds_left=100)
     assert row["status"] == "timed out after 1 s" and time.perf_counter() - start < 30
+
+
+def test_profile_rows_come_last_with_the_time_their_profile_needs(script):
+    """The profile rows run after the measured ones (a run out of budget skips them first) and get
+    the seconds of their kind plus the profile's."""
+    levers = script("gpu_levers")
+    assert list(levers.ROWS)[-2:] == ["profile_train", "profile_gen_cuda_graph"]
+    cuda = levers.SETTINGS["cuda"]["limit"]
+    assert levers.limit("profile_train", "cuda") == cuda["training"] + cuda["profile"]
+    assert levers.limit("profile_gen_cuda_graph", "cuda") == cuda["generation"] + cuda["profile"]
+    assert levers.limit("train_eager_seen", "cuda") == cuda["training"]
+    command = levers.command("profile_train", "big", "cuda", "out.json")
+    assert command[-5:] == ["--repeats", "1", "--profile", "--out", "out.json"]
