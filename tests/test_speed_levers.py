@@ -1,5 +1,5 @@
 """The speed levers that are not the paper's, off by default (docs/speed.md, "The GPU speed
-GPU session"), through the real CLIs on the CPU: fairseq's --required-seq-len-multiple (lengths
+levers"), through the real CLIs on the CPU: fairseq's --required-seq-len-multiple (lengths
 padded to a few buckets) trains with the same losses, fairseq-train accepts --compile-layers, and
 fairseq-generate with --static-decoding-cache writes the same hypotheses (scores to float rounding)."""
 

@@ -117,11 +117,12 @@ def generation(
                     seconds[name][r] += time.perf_counter() - t
                     if r == 0:
                         hyps[name] += out
-        src, lengths = batches[0]["src"].to(device), batches[0]["lengths"].to(device)
-        profiles = {
-            name: profiled(lambda i, g=gens[name]: g(src, lengths), 1, device, trace_file(trace, "generation", name))
-            for name in (("fairseq", "ours") if profile else ())
-        }
+        profiles = {}
+        if profile:  # the first batch once more with each model, under the profiler
+            src, lengths = batches[0]["src"].to(device), batches[0]["lengths"].to(device)
+            for name in ("fairseq", "ours"):
+                trace_to = trace_file(trace, "generation", name)
+                profiles[name] = profiled(lambda i, g=gens[name]: g(src, lengths), 1, device, trace_to)
     result = {}
     for name in gens:
         s = statistics.median(seconds[name])
