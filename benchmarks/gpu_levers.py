@@ -16,6 +16,7 @@ goes on the measuring processes' path. Exits 1 if a row failed or was skipped.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import signal
@@ -126,10 +127,12 @@ def limit(name, device) -> int:
 
 
 def environment():
-    """The measuring processes' environment: .gpu_bundle/site on the path when it is there."""
+    """The measuring processes' environment: .gpu_bundle/site on the path when it is there and this
+    Python has no fairseq of its own (the bundle is built for the GPU machine's Python, whose
+    compiled packages need not load on this one)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     bundle = HERE.parent / ".gpu_bundle" / "site"
-    if bundle.is_dir():
+    if bundle.is_dir() and importlib.util.find_spec("fairseq") is None:
         env["PYTHONPATH"] = os.pathsep.join([str(bundle), str(HERE.parent), env.get("PYTHONPATH", "")]).rstrip(
             os.pathsep
         )
