@@ -89,7 +89,8 @@ def run(
     ours without the speed paths named in `without` (SPEED_PATHS), to measure what each buys; with
     `sdpa` (names in SDPA_BACKENDS), torch's fused attention restricted to those backends while it
     measures (the caller's settings are back on return); `levers`: the speed levers that are not
-    the paper's to turn on (benchmarks/common.py's levers: compile, static_cache, pad_to, half);
+    the paper's to turn on (benchmarks/common.py's levers: compile, static_cache, pad_to, half,
+    batched_search, cuda_graph, varlen);
     `profile`: each model's steps once more under torch.profiler after the timed ones (profile.py),
     with `trace` a folder for their Chrome traces."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak, batching)
@@ -304,6 +305,13 @@ def main(argv=None) -> None:
         help="with --batched-search and --static-cache: ours with --cuda-graph-decoding (eager on a CPU)",
     )
     p.add_argument(
+        "--varlen-attention",
+        action="store_true",
+        help="ours with --varlen-attention (training's attention on the packed rows, FlashAttention's "
+        "variable-length kernel; on a CPU the padded path), and a check of its loss and gradients against "
+        "the padded path's on one batch",
+    )
+    p.add_argument(
         "--pad-to-multiple",
         type=int,
         default=1,
@@ -338,9 +346,9 @@ def main(argv=None) -> None:
     except ValueError as e:
         sys.exit(f"error: {e}")
     chosen = dict(compile=a.compile_layers, static_cache=a.static_cache, pad_to=a.pad_to_multiple, half=a.half)
-    chosen.update(batched_search=a.batched_search, cuda_graph=a.cuda_graph)
+    chosen.update(batched_search=a.batched_search, cuda_graph=a.cuda_graph, varlen=a.varlen_attention)
     off = dict(compile=None, static_cache=False, pad_to=1, half="float16")  # (True == 1: compared per lever)
-    off.update(batched_search=False, cuda_graph=False)
+    off.update(batched_search=False, cuda_graph=False, varlen=False)
     levers = {k: v for k, v in chosen.items() if v != off[k]}
     import attn_only_plugin  # noqa: F401  (its one-line errors here too, as in the measuring processes)
 

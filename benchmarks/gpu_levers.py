@@ -1,6 +1,7 @@
 """Each speed lever of ours that is not the paper's, one row each, against fairseq's built-in in the
-same row: eager, --compile-layers, lengths padded to buckets, bf16, the fixed-size decoding cache, the
-batched beam search and its CUDA-graphed decoder step, for transformer_big training at ~25k target
+same row: eager, --compile-layers, attention on the packed rows (--varlen-attention, with a check of
+its loss and gradients against the padded path), lengths padded to buckets, bf16, the fixed-size
+decoding cache, the batched beam search and its CUDA-graphed decoder step, for transformer_big training at ~25k target
 tokens a step (1280 sentences) on seen and fresh shapes with peak memory, and beam-4 generation; then
 two rows that profile where the time of the eager training step and of the graphed beam search goes
 (benchmark.py --profile); one results file (JSON, the tables inside).
@@ -39,6 +40,16 @@ ROWS = {
         "training",
         ["--batching", "random", "--compile-layers", "BACKEND"],
     ),
+    "train_varlen_seen": (
+        "--varlen-attention (attention on the packed rows); seen shapes",
+        "training",
+        ["--batching", "random", "--varlen-attention"],
+    ),
+    "train_varlen_fresh": (
+        "--varlen-attention; every step a new shape",
+        "training",
+        ["--batching", "fresh", "--varlen-attention"],
+    ),
     "gen_eager": ("beam 4, ours eager (first repeat new shapes, later ones seen)", "generation", []),
     "gen_static_cache": ("beam 4, ours with --static-decoding-cache", "generation", ["--static-cache"]),
     "gen_batched_search": (
@@ -73,6 +84,11 @@ ROWS = {
         ["--batching", "fresh", "--pad-to-multiple", "8"],
     ),
     "gen_bf16": ("beam 4, both models in bf16", "generation", ["--half", "bfloat16"]),
+    "train_varlen_compile_seen": (
+        "--varlen-attention and --compile-layers; seen shapes",
+        "training",
+        ["--batching", "random", "--varlen-attention", "--compile-layers", "BACKEND"],
+    ),
     # where the time goes, after fewer timed updates than train_eager_seen's (the profile needs no more)
     "profile_train": (
         "train_eager_seen, then 3 steps of each model under torch.profiler",
@@ -166,7 +182,8 @@ def run_row(name, preset, device, folder, seconds_left):
 
 
 def cells(row) -> list:
-    """A row's table cells: ours, built-in, ratio (per repeat), peak memory, identical hypotheses."""
+    """A row's table cells: ours, built-in, ratio (per repeat), peak memory, and for generation the
+    identical hypotheses, for --varlen-attention its check (packed against padded path, one batch)."""
     if row["status"] != "ok":
         return [row["status"]] + [""] * 4
     r = row["result"]
@@ -179,7 +196,7 @@ def cells(row) -> list:
             f"{theirs['tokens_per_s']:.0f}",
             f"{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}x ({ratios})",
             f"{ours['peak_mib']:.0f} / {theirs['peak_mib']:.0f} MiB",
-            "",
+            varlen_cell(ours.get("varlen_check")),
         ]
     ratios = ", ".join(f"{x:.2f}" for x in g["ratio_per_repeat"])
     return [
@@ -191,9 +208,22 @@ def cells(row) -> list:
     ]
 
 
+def varlen_cell(check) -> str:
+    """--varlen-attention's check in a few words: how far its loss and gradients are from the padded
+    path's, and how many attention calls took the packed path; "" without one."""
+    if not check:
+        return ""
+    return (
+        f"varlen check: loss {check['loss_relative_difference']:.1e} apart, gradients "
+        f"{check['gradient_relative_difference_max']:.1e}, {check['packed_attention_calls']} packed calls"
+    )
+
+
 def table(rows) -> str:
     """The rows as a Markdown table; below it, for the rows with a profile, where a step's time goes."""
-    head = "| row | what | ours | built-in | ours / built-in (repeats) | peak memory ours / built-in | identical |"
+    head = (
+        "| row | what | ours | built-in | ours / built-in (repeats) | peak memory ours / built-in | identical; checks |"
+    )
     lines = [head, "|" + "---|" * 7]
     lines += [f"| {name} | {row['what']} | " + " | ".join(cells(row)) + " |" for name, row in rows.items()]
     profiles = profile_lines(rows)

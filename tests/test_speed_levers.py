@@ -1,6 +1,7 @@
 """The speed levers that are not the paper's, off by default (docs/speed.md, "The GPU speed
 levers"), through the real CLIs on the CPU: fairseq's --required-seq-len-multiple (lengths
-padded to a few buckets) trains with the same losses, fairseq-train accepts --compile-layers, and
+padded to a few buckets) trains with the same losses, fairseq-train accepts --compile-layers and
+--varlen-attention, and
 fairseq-generate with --static-decoding-cache writes the same hypotheses (scores to float rounding)."""
 
 import re
@@ -45,6 +46,16 @@ def test_fairseq_train_accepts_compile_layers(data, tmp_path):
     """torch.compile of the layers inside fairseq-train (its equality with eager: tests/modules/test_compiled.py)."""
     proc = train(data / "bin", tmp_path / "ckpt", "--arch", "transformer_base", *TINY, "--compile-layers", max_update=3)
     assert "done training" in proc.stdout + proc.stderr and len(losses(proc)) >= 1
+
+
+def test_fairseq_train_with_varlen_attention_on_a_cpu_keeps_the_losses(data, tmp_path):
+    """--varlen-attention inside fairseq-train: on a CPU attention keeps the padded path (the kernel
+    is CUDA's; its equality with the padded path: tests/modules/test_varlen.py), and every batch
+    packs, which changes the losses by float rounding at most."""
+    args = ("--arch", "transformer_base", *TINY, "--dropout", "0", "--log-interval", "1", "--disable-validation")
+    plain = losses(train(data / "bin", tmp_path / "plain", *args, "--no-save", max_update=4))
+    fast = losses(train(data / "bin", tmp_path / "varlen", *args, "--no-save", "--varlen-attention", max_update=4))
+    assert len(plain) >= 4 and fast == pytest.approx(plain, abs=2e-3)
 
 
 def hypotheses(stdout: str) -> dict:

@@ -44,6 +44,7 @@ class Stack:
         self.offload = bool(getattr(cfg, "offload_activations", False))
         self.recompute = self.offload or bool(getattr(cfg, "checkpoint_activations", False))
         self.compiled = compile_layers(self.layers) if getattr(cfg, "compile_layers", False) else {}
+        self.varlen = bool(getattr(cfg, "varlen_attention", False))  # attention on packed rows (modules/varlen.py)
 
     def run_layer(self, layer: nn.Module, *args, **kwargs):
         """layer(*args, **kwargs), through torch.compile in training with --compile-layers
@@ -102,7 +103,7 @@ class Encoder(FairseqEncoder, Stack):
         """src_tokens: (B, S). Returns fairseq's encoder_out dict with batch-first tensors; with
         need_weights, "attn" holds each layer's self-attention weights (B, h, S, S)."""
         key_mask = src_tokens.ne(self.padding_idx)  # (B, S) True = real token
-        packing = Packing.of(key_mask, self.training)  # training: position-wise work on real tokens only
+        packing = Packing.of(key_mask, self.training, self.varlen)  # training: position-wise work on real tokens only
         x = self.embed(src_tokens, packing=packing)  # (B, S, d_model), or (N, d_model) packed
         weights = []
         with self.saved_tensors_place():
@@ -215,7 +216,9 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         prev_output_tokens holds only that step's tokens (B, 1); position is step as a (1,) tensor."""
         memory, memory_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]  # (B_s, S, d_model)
         tokens, step = self.step_tokens(prev_output_tokens, incremental_state, step)  # (B, T); one step: (B, 1)
-        packing = target_packing(tokens, self.padding_idx, self.training and step < 0)  # real tokens only
+        packing = target_packing(tokens, self.padding_idx, self.training and step < 0, self.varlen)  # real tokens only
+        if packing is not None and packing.varlen:  # encoder-decoder attention on the memory's real rows too
+            packing.memory = Packing.of(~memory_pad, True, varlen=True)
         x = self.embed(tokens, step, packing, position)  # (B, T, d_model), or (N, d_model) packed: sections 3.4, 3.5
         state = self.decoding_state(incremental_state, memory_pad, x.dtype, step, position)
         memory_mask = ~memory_pad if state is None else state.memory_mask  # (B_s, S) True or 0 = real token

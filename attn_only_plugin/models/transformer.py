@@ -113,6 +113,15 @@ class TransformerConfig(FairseqNames):
             "element-wise kernels); same function to float rounding (modules/compiled.py, docs/speed.md)"
         },
     )
+    varlen_attention: bool = field(
+        default=False,
+        metadata={
+            "help": "speed only, not the paper's: in training on CUDA in fp16/bf16, attention runs on the packed "
+            "real tokens with FlashAttention's variable-length kernel (no unpacking, no pads); needs "
+            "attention dropout 0; elsewhere the padded path; same function to float rounding "
+            "(modules/varlen.py, docs/speed.md)"
+        },
+    )
     static_decoding_cache: bool = field(
         default=False,
         metadata={
@@ -273,6 +282,11 @@ class AttnOnlyTransformer(FairseqEncoderDecoderModel):
                 with open_dict(given) if OmegaConf.is_config(given) else contextlib.nullcontext():
                     setattr(given, f"{side}_layers", len(keep))  # as fairseq does: a saved model says its size
         validate(cfg)
+        if cfg.varlen_attention and cfg.attention_dropout > 0.0:  # modules/varlen.py: its kernel has no dropout
+            logger.warning(
+                f"--varlen-attention: attention dropout {cfg.attention_dropout} keeps attention on the padded path "
+                "(the variable-length kernel drops out nothing); the rest of the packing is kept"
+            )
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         if cfg.embedding_sharing == "all":
             if src_dict != tgt_dict:

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import varlen
 from .decoding_state import DecodingState
 from .dropout import retain_at_inference
 from .kernels import fused_attention
@@ -144,7 +145,10 @@ class MultiHeadAttention(nn.Module):
         decoding_state.py): x holds the new positions only, and the keys and values of earlier
         steps (self-attention) or of the memory (projected once) come from it. B_s = B except in
         beam search's encoder-decoder attention, where B = g B_s: g consecutive hypotheses share
-        a memory row, and their queries go through one attention call against it (split_heads' rows)."""
+        a memory row, and their queries go through one attention call against it (split_heads' rows).
+        With --varlen-attention, packed training attends on the packed rows (varlen.py)."""
+        if self.attends_packed(x, memory, packing, need_weights):
+            return self.packed_forward(x, memory, packing, causal), None  # the same Eq. (2), speed path
         q, k, v = self.project(x, memory, state, packing)  # (B, T, h d_k), (B_s, h, S, d_k), (B_s, h, S, d_v)
         mask = None if key_mask is None else key_mask[:, None, None, :]  # (B_s, 1, 1, S) True = may attend
         B = q.size(0)
@@ -175,10 +179,35 @@ class MultiHeadAttention(nn.Module):
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """Eq. (1) on every head, dropout on the weights (section 5.4); in self-attention with a
         window (window.py) or relative positions (relative.py), their form of it."""
-        p = self.dropout if self.training or self.apply_during_inference else 0.0
+        p = self.weight_dropout()
         if self.window is None and self.relative is None:
             return scaled_dot_product_attention(q, k, v, mask, causal, p, need_weights)
         return self._positional_attention(q, k, v, mask, causal, p, need_weights)
+
+    def weight_dropout(self) -> float:
+        """Dropout on the attention weights now: in training, or kept at inference (--retain-dropout)."""
+        return self.dropout if self.training or self.apply_during_inference else 0.0
+
+    def attends_packed(self, x: Tensor, memory: Optional[Tensor], packing: Optional[Packing], need_weights: bool):
+        """Whether this call takes the packed path (varlen.py's rules): its queries' and keys' Packings
+        ask for it, full attention without weights, no dropout on them, a kernel for x's device."""
+        keys = packing if memory is None or packing is None else packing.memory
+        plain = self.window is None and self.relative is None and not need_weights
+        return varlen.applies(x, packing, keys, self.d_k, self.d_v, self.weight_dropout(), plain)
+
+    def packed_forward(self, x: Tensor, memory: Optional[Tensor], packing: Packing, causal: bool) -> Tensor:
+        """Eq. (2) on packed rows (varlen.py): x (N, d_model) -> (N, d_model); in encoder-decoder
+        attention the memory (B, S, d_model) packed by its Packing first (N_s, d_model)."""
+        if self.self_attention:
+            keys = packing
+            q, k, v = self.qkv(x).split(self.widths, dim=-1)  # x W^Q, x W^K, x W^V: (N, h d)
+        else:
+            keys = packing.memory
+            q = self.q(x)  # x W^Q: (N, h d_k)
+            k, v = self.kv(keys.pack(memory)).split([self.h * self.d_k, self.h * self.d_v], dim=-1)  # (N_s, h d)
+        q, k, v = (t.unflatten(-1, (self.h, -1)) for t in (q, k, v))  # (N, h, d_k), (N_s, h, d_k), (N_s, h, d_v)
+        y = varlen.packed_attention(q, k, v, packing, keys, causal)  # Eq. (1) per sentence and head: (N, h, d_v)
+        return self.out(y.flatten(1))  # (N, h d_v) Concat(head_1, ..., head_h) W^O: (N, d_model)
 
     def hypothesis_weights(self, w: Optional[Tensor], B: int) -> Optional[Tensor]:
         """Encoder-decoder weights (B_s, h, g T, S) of g hypotheses side by side as (B, h, T, S)."""

@@ -7,11 +7,17 @@ position alone, so it can run on the N real rows instead of all B T. Only attent
 mixes positions: it unpacks its projections into the padded (B, h, T, d_k) layout and packs its
 output back. fairseq's transformer computes every pad position in every layer.
 
+With --varlen-attention (varlen.py) attention too runs on the packed rows, so nothing is unpacked
+inside a layer: a Packing then also gives each row's run of packed rows (its sequence), and the
+decoder's its memory's (the source's) Packing.
+
 Tensor layout: packed (N, D), padded (B, T, D).
 """
 
-from typing import Optional
+from typing import Optional, Tuple
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 MIN_PAD_FRACTION = 0.05  # fewer pads than this: not packed, the gathers and scatters would eat the gain
@@ -20,18 +26,24 @@ MIN_PAD_FRACTION = 0.05  # fewer pads than this: not packed, the gathers and sca
 class Packing:
     """The real positions of a (B, T) batch, and the moves between padded and packed rows."""
 
-    def __init__(self, real: Tensor):
-        """real: (B, T) bool, True = real token."""
+    def __init__(self, real: Tensor, varlen: bool = False):
+        """real: (B, T) bool, True = real token; varlen: attention runs on the packed rows too
+        (varlen.py), which needs each row's real tokens side by side (no pad between them)."""
         self.B, self.T = real.shape
         self.index = real.flatten().nonzero().squeeze(1)  # (N,) flat positions b T + t
+        self.varlen = varlen
+        self.sequences = sequences(real) if varlen else None  # made here, outside any compiled layer
+        self.memory: Optional[Packing] = None  # a decoder's: its memory's (the source's) Packing, with varlen
 
     @staticmethod
-    def of(real: Tensor, enabled: bool) -> Optional["Packing"]:
-        """A Packing when enabled (training) and the batch has enough padding to pay, else None."""
+    def of(real: Tensor, enabled: bool, varlen: bool = False) -> Optional["Packing"]:
+        """A Packing when enabled (training) and the batch has enough padding to pay, else None;
+        with varlen always (attention on the packed rows saves the unpacking even without pads)."""
         if not enabled or real.numel() == 0:
             return None
         n_pad = real.numel() - int(real.sum())
-        return Packing(real) if n_pad >= MIN_PAD_FRACTION * real.numel() else None
+        varlen = varlen and one_run_per_row(real)
+        return Packing(real, varlen) if varlen or n_pad >= MIN_PAD_FRACTION * real.numel() else None
 
     def pack(self, x: Tensor) -> Tensor:
         """(B, T, D) -> (N, D): the real rows."""
@@ -44,6 +56,22 @@ class Packing:
         return rows.index_put_((self.index,), x).view(self.B, self.T, -1)  # (B, T, D)
 
 
+def sequences(real: Tensor) -> Tuple[Tensor, int]:
+    """Where each of the B rows' runs of packed rows begins, and the longest run: (B + 1,) int32
+    offsets [0, n_1, n_1 + n_2, ..., N] (FlashAttention's cu_seqlens) and T, a bound on it. The
+    packed order is row by row, so row b's real tokens are packed rows offsets[b] to
+    offsets[b + 1] - 1, in their order (when they stand side by side: one_run_per_row)."""
+    lengths = real.sum(dim=1, dtype=torch.int32)  # (B,)
+    return F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0)), real.size(1)  # (B + 1,), T
+
+
+def one_run_per_row(real: Tensor) -> bool:
+    """Whether each row's real tokens (B, T) stand side by side: left- or right-padded, no pad
+    between two real tokens (fairseq pads so), as attention on the packed rows needs."""
+    starts = real[:, :1].int() + (real[:, 1:] & ~real[:, :-1]).sum(dim=1, keepdim=True)  # (B, 1) runs begun
+    return bool((starts <= 1).all())
+
+
 def packed(x: Tensor, packing: Optional[Packing]) -> Tensor:
     """x (B, T, D) as its real rows (N, D) when packing, else unchanged."""
     return x if packing is None else packing.pack(x)
@@ -54,7 +82,7 @@ def padded(x: Tensor, packing: Optional[Packing]) -> Tensor:
     return x if packing is None else packing.unpack(x)
 
 
-def target_packing(tokens: Tensor, pad: int, enabled: bool) -> Optional[Packing]:
+def target_packing(tokens: Tensor, pad: int, enabled: bool, varlen: bool = False) -> Optional[Packing]:
     """The Packing of a decoder input (B, T) when enabled (training) and every row is
     right-padded, so that causal attention hides every pad from the real positions; None for
     left-padded targets (a real query would see the pads before it), or when not worth it."""
@@ -62,4 +90,4 @@ def target_packing(tokens: Tensor, pad: int, enabled: bool) -> Optional[Packing]
         return None
     real = tokens.ne(pad)  # (B, T)
     right_padded = not (real[:, 1:] & ~real[:, :-1]).any()  # no real token after a pad
-    return Packing.of(real, right_padded)
+    return Packing.of(real, right_padded, varlen)

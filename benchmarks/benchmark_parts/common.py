@@ -31,14 +31,16 @@ SPEED_PATHS = {
 # "static_cache" (ours with --static-decoding-cache), "pad_to" (every batch's source and target lengths
 # padded up to a multiple of it, both models: fewer shapes), "half" ("float16" or "bfloat16": the
 # autocast and generation dtype with --amp on CUDA), "batched_search" (ours decoded by --batched-search's
-# generator) and "cuda_graph" (its decoder step as a CUDA graph, --cuda-graph-decoding). They reach
-# every measuring process inside the shape.
+# generator), "cuda_graph" (its decoder step as a CUDA graph, --cuda-graph-decoding) and "varlen" (ours
+# with --varlen-attention: training's attention on the packed rows). They reach every measuring
+# process inside the shape.
 PAD_TO_MULTIPLE = 1  # this process's "pad_to", set by build_pair; make_batches reads it
 
 
 def levers(shape) -> dict:
     """The speed levers shape["levers"] names, with their defaults (all off, fp16)."""
     off = dict(compile=False, static_cache=False, pad_to=1, half="float16", batched_search=False, cuda_graph=False)
+    off.update(varlen=False)
     return dict(off, **shape.get("levers", {}))
 
 
@@ -109,6 +111,7 @@ def build_pair(shape, seed=0):
         max_target_positions=256,
         compile_layers=bool(levers(shape)["compile"]),
         static_decoding_cache=levers(shape)["static_cache"],
+        varlen_attention=levers(shape)["varlen"],
     )
     turn_off(shape.get("without", ()))
     if levers(shape)["compile"]:

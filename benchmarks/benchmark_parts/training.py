@@ -9,7 +9,7 @@ epsilon) unless --optimizer names one for both.
 
 import time
 
-from .common import build_pair, device_batches, half_dtype, pad_share, rotation, synchronizer
+from .common import build_pair, device_batches, half_dtype, levers, pad_share, rotation, synchronizer
 from .profile import OPTIMIZER_SCOPE, TRAINING_STEPS, profiled, trace_file
 
 
@@ -69,18 +69,11 @@ def trainer(model, device, amp, pad, optimizer, dtype=None):
     With amp, autocast to `dtype` (default float16 on CUDA, bfloat16 on a CPU)."""
     import torch
 
-    from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
-
     opt = build_optimizer(optimizer, model.parameters())
     sync = synchronizer(device)
 
     def step(b):
-        sample = dict(
-            net_input=dict(src_tokens=b["src"], src_lengths=b["lengths"], prev_output_tokens=b["prev"]), target=b["tgt"]
-        )
-        with torch.autocast(device_type=device, dtype=dtype or half_dtype({}, device), enabled=amp):
-            lprobs, target = target_lprobs(model, sample, pad)  # what paper_label_smoothed_ce runs
-            loss, _ = label_smoothed_nll_loss(lprobs, target, 0.1, pad)
+        loss = smoothed_loss(model, b, device, amp, pad, dtype)
         opt.zero_grad()
         loss.backward()
         sync()
@@ -91,6 +84,60 @@ def trainer(model, device, amp, pad, optimizer, dtype=None):
         return time.perf_counter() - t
 
     return step
+
+
+def smoothed_loss(model, b, device, amp, pad, dtype):
+    """The paper's smoothed loss of `model` on batch `b`, as paper_label_smoothed_ce computes it."""
+    import torch
+
+    from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
+
+    sample = dict(
+        net_input=dict(src_tokens=b["src"], src_lengths=b["lengths"], prev_output_tokens=b["prev"]), target=b["tgt"]
+    )
+    with torch.autocast(device_type=device, dtype=dtype or half_dtype({}, device), enabled=amp):
+        lprobs, target = target_lprobs(model, sample, pad)
+        return label_smoothed_nll_loss(lprobs, target, 0.1, pad)[0]
+
+
+def varlen_check(model, b, device, amp, pad, dtype):
+    """--varlen-attention's check: ours's loss and gradients on batch `b` with attention on the
+    packed rows and on the padded path, dropout off (the same function: they differ by the half
+    dtype's rounding only). The losses, their relative difference, the largest relative difference
+    of a parameter's gradient (by its norm) and how many attention calls took the packed path (3
+    per layer pair when the kernel runs; 0 where it cannot, e.g. on a CPU)."""
+
+    from attn_only_plugin.modules import varlen
+    from attn_only_plugin.modules.dropout import Dropout
+
+    drops = [m for m in model.modules() if isinstance(m, Dropout)]
+    rates, kernel, calls = [m.p for m in drops], varlen.KERNEL, []
+    varlen.KERNEL = lambda *args: calls.append(1) or kernel(*args)
+    losses, grads = {}, {}
+    try:
+        for m in drops:
+            m.p = 0.0
+        for path, on in (("packed", True), ("padded", False)):
+            model.encoder.varlen = model.decoder.varlen = on
+            model.zero_grad()
+            loss = smoothed_loss(model, b, device, amp, pad, dtype)
+            loss.backward()
+            losses[path] = loss.item()
+            grads[path] = [p.grad.float().clone() for p in model.parameters() if p.grad is not None]
+    finally:
+        for m, rate in zip(drops, rates, strict=True):
+            m.p = rate
+        model.encoder.varlen = model.decoder.varlen = True
+        varlen.KERNEL = kernel
+        model.zero_grad()
+    apart = [float((g - h).norm() / h.norm().clamp(min=1e-30)) for g, h in zip(*grads.values(), strict=True)]
+    return dict(
+        loss_packed=losses["packed"],
+        loss_padded=losses["padded"],
+        loss_relative_difference=abs(losses["packed"] - losses["padded"]) / abs(losses["padded"]),
+        gradient_relative_difference_max=max(apart),
+        packed_attention_calls=len(calls),
+    )
 
 
 def step_batches(d, device, batch_size, batching, n_steps):
@@ -108,9 +155,10 @@ def train_speed(
 ):
     """Runs in its own process: both models train side by side, taking turns step by step on the
     same batch (who goes first alternates), so that a machine whose speed drifts slows both alike.
-    Per repeat, target tokens/s and model FLOP/s over `updates` steps each, after `warmup`; with
-    `profile`, then TRAINING_STEPS more steps of each model under the profiler (profile.py;
-    `trace`: the folder for their Chrome traces)."""
+    Per repeat, target tokens/s and model FLOP/s over `updates` steps each, after `warmup` (with the
+    varlen lever, after varlen_check on ours's first batch); with `profile`, then TRAINING_STEPS
+    more steps of each model under the profiler (profile.py; `trace`: the folder for their Chrome
+    traces)."""
     theirs, ours, d = build_pair(shape)
     models = {"fairseq": theirs, "ours": ours}
     steps = {
@@ -124,6 +172,9 @@ def train_speed(
     def batch(name, k):  # model `name`'s batch at step k (warm-up steps first)
         return batches[name][k % len(batches[name])]
 
+    check = None
+    if levers(shape)["varlen"]:  # before any step changes the weights
+        check = varlen_check(models["ours"], batch("ours", 0), device, amp, d.pad(), half_dtype(shape, device))
     sync = synchronizer(device)
     for k in range(warmup):
         for name, step in steps.items():
@@ -158,6 +209,8 @@ def train_speed(
         )
         for name, secs in seconds.items()
     }
+    if check:
+        result["ours"]["varlen_check"] = check
     done = warmup + repeats * updates  # the profiled steps go on through the same batches
     for name, step in steps.items() if profile else ():
         result[name]["profile"] = profiled(
