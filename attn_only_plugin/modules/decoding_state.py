@@ -112,17 +112,22 @@ class DecodingState:
         moved = moved_rows(new_order) if selves and new_order.numel() == self.entries[selves[0]].size(0) else None
         self._reorder_selves(selves, new_order, moved)
 
-    def reorder_within_beams(self, new_order: Tensor) -> None:
+    def reorder_within_beams(self, new_order: Tensor, written: Optional[int] = None) -> None:
         """A reorder that keeps the batch's size and every hypothesis in its sentence's beam (a
         search over a fixed batch): the memory keys/values stay as they are, and each
         self-attention cache takes new_order (B,) with one copy of all its rows, in place for the
-        fixed-size ones; no test of which rows move (reorder's), so nothing is copied to the host."""
-        self._reorder_selves(self._layers("self"), new_order, None)
+        fixed-size ones (of their first `written` positions, when given: those written so far);
+        no test of which rows move (reorder's), so nothing is copied to the host."""
+        self._reorder_selves(self._layers("self"), new_order, None, written)
 
-    def _reorder_selves(self, selves: List[str], new_order: Tensor, moved: Optional[Tensor]) -> None:
+    def _reorder_selves(
+        self, selves: List[str], new_order: Tensor, moved: Optional[Tensor], written: Optional[int] = None
+    ) -> None:
         """The self-attention caches `selves` take new_order: the fixed-size ones in place
-        (static_cache.reorder_in_place), the growing ones by cache.reorder_cache; with `moved`
-        (cache.moved_rows) only those rows."""
-        reorder = static_cache.reorder_in_place if self.static else reorder_cache
+        (static_cache.reorder_in_place, their first `written` positions when given), the growing
+        ones by cache.reorder_cache; with `moved` (cache.moved_rows) only those rows."""
         for key in selves:
-            self.entries[key] = reorder(self.entries[key], new_order, moved)  # (B', h, S or C, d)
+            if self.static:
+                self.entries[key] = static_cache.reorder_in_place(self.entries[key], new_order, moved, written)
+            else:
+                self.entries[key] = reorder_cache(self.entries[key], new_order, moved)  # (B', h, S, d)

@@ -49,12 +49,16 @@ def write(buffer: Optional[Tensor], new: Tensor, step: Tensor, C: int) -> Tensor
     return buffer.index_copy_(2, step, new)  # (B, h, C, d)
 
 
-def reorder_in_place(buffer: Tensor, order: Tensor, moved: Optional[Tensor]) -> Tensor:
+def reorder_in_place(buffer: Tensor, order: Tensor, moved: Optional[Tensor], written: Optional[int] = None) -> Tensor:
     """buffer[order] along the batch: in place (the same buffer, for a captured graph) while the
     batch keeps its size, only the rows that move when few do (cache.moved_rows); a new buffer
-    when beam search drops finished sentences."""
+    when beam search drops finished sentences. `written`: the positions written so far, when the
+    caller knows them (a search over a fixed batch); only those move, as the later ones are
+    masked and each is written for every row before a query sees it."""
     if order.numel() != buffer.size(0):
         return buffer.index_select(0, order)  # (B', h, C, d)
     if moved is not None:
         return reorder_cache(buffer, order, moved)  # the moved rows, in place
-    return buffer.copy_(buffer.index_select(0, order))  # (B, h, C, d), same buffer
+    head = buffer[:, :, :written]  # (B, h, written, d), a view
+    head.copy_(head.index_select(0, order))
+    return buffer  # (B, h, C, d), same buffer

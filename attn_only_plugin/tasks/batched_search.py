@@ -153,7 +153,7 @@ class BatchedBeamSearch(SequenceGenerator):
             if step == max_len or ((step + 1) % SYNC_EVERY == 0 and bool(done.all())):
                 break
             order = self.advance(step, ends, cand_scores, cand_tokens, cand_rows, tokens, scores, done)
-            self.reorder(states, order)
+            self.reorder(states, order, step + 1)
         return finished.hypotheses()
 
     def buffers(self, B: int, max_len: int, device, bos: int):
@@ -166,14 +166,15 @@ class BatchedBeamSearch(SequenceGenerator):
         finished = FinishedHypotheses(B, k, max_len + 1, self.pad, device, self.paper)
         return tokens, scores, finished, torch.zeros(B, dtype=torch.bool, device=device)
 
-    def reorder(self, states, order: Tensor) -> None:
+    def reorder(self, states, order: Tensor, written: int) -> None:
         """Each model's decoder state takes the hypotheses `order` (B k,): ours by its reorder
-        within beams (no copy to the host), another's by fairseq's reorder."""
+        within beams (no copy to the host; of fixed-size caches only the `written` positions
+        decoded so far), another's by fairseq's reorder."""
         if not self.model.has_incremental_states():
             return
         for model, state in zip(self.model.models, states, strict=True):
             if hasattr(model.decoder, "reorder_within_beams"):
-                model.decoder.reorder_within_beams(state, order)
+                model.decoder.reorder_within_beams(state, order, written)
             else:
                 model.decoder.reorder_incremental_state_scripting(state, order)
 

@@ -12,7 +12,8 @@ one step's ended candidates enter all sentences' slots at once by a stable sort:
   on a tie the kept one first, then candidate order, as tasks/paper_search.py's merge).
 
 `hypotheses()` returns fairseq's format (per sentence a list of dicts, sorted by score as
-SequenceGenerator sorts them), after the search, with one copy to the host.
+SequenceGenerator sorts them), after the search: views of the slots, with one copy of the scores
+and lengths to the host.
 
 Tensor layout: B sentences (fixed for the whole search), k slots each, L = max_len + 1 target
 positions (the end-of-sentence included); slot tensors (B, k) and (B, k, L); a step's c candidates
@@ -71,12 +72,12 @@ class FinishedHypotheses:
     def hypotheses(self) -> List[List[Dict[str, Tensor]]]:
         """fairseq's format: per sentence its kept hypotheses, best first (torch.sort of the scores
         in slot order, as SequenceGenerator sorts its lists): tokens with the end-of-sentence,
-        score (penalised), positional_scores (each token's log P), attention and alignment empty."""
-        device = self.score.device
+        score (penalised), positional_scores (each token's log P), attention and alignment empty.
+        The tensors are views of the slots on the device (no copy per hypothesis); only the scores
+        and lengths come to the host, once, to choose and order them."""
         per_token = self.cumulative.clone()  # (B, k, L)
         per_token[:, :, 1:] = self.cumulative[:, :, 1:] - self.cumulative[:, :, :-1]  # fairseq's difference
-        tokens, per_token = self.tokens.cpu(), per_token.cpu()  # one copy to the host
-        scores, lengths = self.score.cpu(), self.length.tolist()
+        scores, lengths = self.score.cpu(), self.length.tolist()  # one copy to the host each
         out = []
         for b in range(scores.size(0)):
             kept = [j for j in range(self.k) if scores[b, j] != -math.inf]
@@ -86,11 +87,11 @@ class FinishedHypotheses:
                 n = lengths[b][j]
                 hypos.append(
                     {
-                        "tokens": tokens[b, j, :n].to(device),
-                        "score": scores[b, j].to(device),
+                        "tokens": self.tokens[b, j, :n],  # (n,) views of the slots, on the device
+                        "score": self.score[b, j],
                         "attention": torch.empty(0),
                         "alignment": torch.empty(0),
-                        "positional_scores": per_token[b, j, :n].to(device),
+                        "positional_scores": per_token[b, j, :n],
                     }
                 )
             out.append(hypos)

@@ -34,6 +34,9 @@ def test_reorder_in_place_keeps_the_buffer():
     kept = buf.clone()
     assert static_cache.reorder_in_place(kept, order, None).data_ptr() == kept.data_ptr()
     assert static_cache.reorder_in_place(buf.clone(), torch.tensor([2, 0]), None)[:, 0, 0, 0].tolist() == [2, 0]
+    # the positions written so far only: the later ones keep what they held (masked, overwritten before read)
+    head = static_cache.reorder_in_place(buf.clone(), order, None, written=2)
+    assert head[:, 0, :, 0].tolist() == [[1, 1, 0], [1, 1, 1], [3, 3, 2], [2, 2, 3]]
 
 
 def beam_search(model, d, sample, beam=4, max_len_b=12):

@@ -159,6 +159,39 @@ def test_no_copy_to_the_host_in_a_step_but_the_all_done_test(monkeypatch):
     assert calls == ["__bool__"]
 
 
+def test_hypotheses_are_views_of_the_slots_with_two_copies_to_the_host(monkeypatch):
+    """The end of a search: its hypotheses' tensors are views of the finished slots (no copy per
+    hypothesis to or from the device), and the host gets the scores and lengths once each."""
+    finished = FinishedHypotheses(2, 2, 4, D.pad(), torch.device("cpu"), paper=False)
+    tokens = torch.tensor([[[5, 6, 2, 1], [7, 2, 1, 1]], [[8, 2, 1, 1], [1, 1, 1, 1]]])  # (B, c, L)
+    ended = torch.tensor([[True, True], [True, False]])
+    finished.add(ended, torch.tensor([[-1.0, -2.0], [-0.5, -9.0]]), tokens, torch.zeros(2, 2, 4), 3)
+    slots = {t.untyped_storage().data_ptr(): n for n, t in vars(finished).items() if isinstance(t, torch.Tensor)}
+    copies = []  # (method, slot) of each call on a slot tensor that copies it elsewhere
+
+    def spying(name):
+        original = getattr(torch.Tensor, name)
+
+        def spy(self, *args, **kwargs):
+            if self.untyped_storage().data_ptr() in slots:
+                copies.append((name, slots[self.untyped_storage().data_ptr()]))
+            return original(self, *args, **kwargs)
+
+        return spy
+
+    for name in ("cpu", "to", "tolist", "clone", "item"):
+        monkeypatch.setattr(torch.Tensor, name, spying(name))
+    hyps = finished.hypotheses()
+    assert sorted(copies) == [("clone", "cumulative"), ("cpu", "score"), ("tolist", "length")]
+    monkeypatch.undo()
+    assert [len(h) for h in hyps] == [2, 1] and hyps[0][0]["tokens"].tolist() == [5, 6, 2]
+    assert all(
+        h["tokens"].untyped_storage().data_ptr() == finished.tokens.untyped_storage().data_ptr()
+        for s in hyps
+        for h in s
+    )
+
+
 REFUSED = [
     (dict(sampling=True), "--sampling"),
     (dict(diverse_beam_groups=2), "--diverse-beam-groups"),
