@@ -90,7 +90,7 @@ def run(
     `sdpa` (names in SDPA_BACKENDS), torch's fused attention restricted to those backends while it
     measures (the caller's settings are back on return); `levers`: the speed levers that are not
     the paper's to turn on (benchmarks/common.py's levers: compile, static_cache, pad_to, half,
-    batched_search, cuda_graph, varlen);
+    batched_search, cuda_graph, graph_search, varlen);
     `profile`: each model's steps once more under torch.profiler after the timed ones (profile.py),
     with `trace` a folder for their Chrome traces."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak, batching)
@@ -305,6 +305,12 @@ def main(argv=None) -> None:
         help="with --batched-search and --static-cache: ours with --cuda-graph-decoding (eager on a CPU)",
     )
     p.add_argument(
+        "--cuda-graph-search",
+        action="store_true",
+        help="with --batched-search and --static-cache: ours with --cuda-graph-search (the whole search step, "
+        "decoder and search, as one CUDA graph; eager on a CPU)",
+    )
+    p.add_argument(
         "--varlen-attention",
         action="store_true",
         help="ours with --varlen-attention (training's attention on the packed rows, FlashAttention's "
@@ -341,14 +347,16 @@ def main(argv=None) -> None:
         check_settings(a.updates, a.warmup, a.repeats, a.batch_size, a.generate, a.peak_tflops, a.batching)
         if a.pad_to_multiple < 1:
             raise ValueError(f"--pad-to-multiple must be >= 1, got {a.pad_to_multiple}")
-        if a.cuda_graph and not (a.batched_search and a.static_cache):
-            raise ValueError("--cuda-graph graphs the step of --batched-search with --static-cache: add both")
+        for flag, on in (("--cuda-graph", a.cuda_graph), ("--cuda-graph-search", a.cuda_graph_search)):
+            if on and not (a.batched_search and a.static_cache):
+                raise ValueError(f"{flag} graphs the step of --batched-search with --static-cache: add both")
     except ValueError as e:
         sys.exit(f"error: {e}")
     chosen = dict(compile=a.compile_layers, static_cache=a.static_cache, pad_to=a.pad_to_multiple, half=a.half)
     chosen.update(batched_search=a.batched_search, cuda_graph=a.cuda_graph, varlen=a.varlen_attention)
+    chosen.update(graph_search=a.cuda_graph_search)
     off = dict(compile=None, static_cache=False, pad_to=1, half="float16")  # (True == 1: compared per lever)
-    off.update(batched_search=False, cuda_graph=False, varlen=False)
+    off.update(batched_search=False, cuda_graph=False, varlen=False, graph_search=False)
     levers = {k: v for k, v in chosen.items() if v != off[k]}
     import attn_only_plugin  # noqa: F401  (its one-line errors here too, as in the measuring processes)
 

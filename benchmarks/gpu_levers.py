@@ -1,10 +1,11 @@
 """Each speed lever of ours that is not the paper's, one row each, against fairseq's built-in in the
 same row: eager, --compile-layers, attention on the packed rows (--varlen-attention, with a check of
 its loss and gradients against the padded path), lengths padded to buckets, bf16, the fixed-size
-decoding cache, the batched beam search and its CUDA-graphed decoder step, for transformer_big training at ~25k target
-tokens a step (1280 sentences) on seen and fresh shapes with peak memory, and beam-4 generation; then
-two rows that profile where the time of the eager training step and of the graphed beam search goes
-(benchmark.py --profile); one results file (JSON, the tables inside).
+decoding cache, the batched beam search, its CUDA-graphed decoder step and its whole step graphed,
+for transformer_big training at ~25k target tokens a step (1280 sentences) on seen and fresh shapes
+with peak memory, and beam-4 generation; then three rows that profile where the time of the eager
+training step and of the graphed beam searches goes (benchmark.py --profile); one results file
+(JSON, the tables inside).
 
     python benchmarks/gpu_levers.py --out levers.json                             # one GPU, within --budget-s
     python benchmarks/gpu_levers.py --device cpu --preset tiny --out smoke.json   # the same rows, tiny: a check
@@ -62,6 +63,11 @@ ROWS = {
         "generation",
         ["--static-cache", "--batched-search", "--cuda-graph"],
     ),
+    "gen_cuda_graph_search": (
+        "beam 4, ours with --batched-search, --static-decoding-cache and --cuda-graph-search (the whole step graphed)",
+        "generation",
+        ["--static-cache", "--batched-search", "--cuda-graph-search"],
+    ),
     "train_bucket_compile_fresh": (
         "--compile-layers, lengths padded to multiples of 8; fresh shapes",
         "training",
@@ -99,6 +105,11 @@ ROWS = {
         "gen_cuda_graph, then one batch of each model under torch.profiler",
         "generation",
         ["--static-cache", "--batched-search", "--cuda-graph", "--profile"],
+    ),
+    "profile_gen_cuda_graph_search": (
+        "gen_cuda_graph_search, then one batch of each model under torch.profiler",
+        "generation",
+        ["--static-cache", "--batched-search", "--cuda-graph-search", "--profile"],
     ),
 }
 # per device: the benchmark's common flags, then those of training and of generation rows, and each

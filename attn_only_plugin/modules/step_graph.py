@@ -34,10 +34,12 @@ def graphable(x: Tensor) -> bool:
 class StepGraph:
     """fn(*inputs) -> Tensor, replayed as a CUDA graph while the key stays the same. fn may
     change tensors it closes over (a cache) only in place, and must give the same result when run
-    again on the same inputs (the warm-up runs and the capture run it more than once)."""
+    again on the same inputs (the warm-up runs and the capture run it more than once), or name in
+    `state()` the tensors it changes otherwise (a search's buffers): they are put back as they
+    were after each of those runs, so that only the replay changes them."""
 
-    def __init__(self, fn: Callable[..., Tensor]):
-        self.fn = fn
+    def __init__(self, fn: Callable[..., Tensor], state: Callable[[], List[Tensor]] = list):
+        self.fn, self.state = fn, state
         self.key: Optional[Hashable] = None
         self.graph = None
         self.inputs: List[Tensor] = []
@@ -64,11 +66,20 @@ class StepGraph:
         side = cuda.Stream()
         side.wait_stream(cuda.current_stream())
         with cuda.stream(side):
+            saved = [t.clone() for t in self.state()]
             for _ in range(WARMUP_RUNS):
                 self.fn(*self.inputs)
+                put_back(self.state(), saved)
         cuda.current_stream().wait_stream(side)
         graph = cuda.CUDAGraph()
         with cuda.graph(graph):
             self.output = self.fn(*self.inputs)
+        put_back(self.state(), saved)  # a capture records and runs nothing; a stand-in for it may run fn
         self.graph, self.key = graph, key
         self.captures += 1
+
+
+def put_back(tensors: List[Tensor], saved: List[Tensor]) -> None:
+    """Each tensor's values back to its saved copy, in place."""
+    for t, s in zip(tensors, saved, strict=True):
+        t.copy_(s)

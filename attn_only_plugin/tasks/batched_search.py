@@ -9,11 +9,13 @@ change shape from step to step, and it keeps finished hypotheses in Python lists
 stays whole for the whole search: a done sentence stays in it, masked (its hypotheses take pad
 tokens, keep their scores and their rows, and nothing it writes is kept), every buffer is made
 once (tokens, scores, tasks/finished_hypotheses.py's slots) and updated in place by tensor
-operations, with no Python loop over sentences and no copy to the host in a step, but for an
-"all done?" test every SYNC_EVERY steps. So every step has the same shapes, and with
---static-decoding-cache the same cache buffers within a chunk: what a CUDA graph of the decoder
-step needs (`--cuda-graph-decoding`, tasks/decoder_step.py). The price: done sentences are decoded
-(and thrown away) until the whole batch is done or the test comes round.
+operations (tasks/beam_step.py, with the step read from a device tensor), with no Python loop over
+sentences and no copy to the host in a step, but for an "all done?" test every SYNC_EVERY steps.
+So every step has the same shapes, and with --static-decoding-cache the same cache buffers within
+a chunk: what a CUDA graph of the decoder step needs (`--cuda-graph-decoding`,
+tasks/decoder_step.py), or of the whole step, decoder and search (`--cuda-graph-search`). The
+price: done sentences are decoded (and thrown away) until the whole batch is done or the test
+comes round.
 
 The encoder output is expanded to the beam once and never reordered again: a hypothesis never
 leaves its sentence, and all of a sentence's hypotheses read the same encoder output.
@@ -38,8 +40,10 @@ from torch import Tensor
 
 from attn_only_tools.guards.errors import PluginError
 
+from ..modules import static_cache
+from ..modules.step_graph import StepGraph
+from .beam_step import BeamStep
 from .decoder_step import DecoderStep, check_graphable
-from .finished_hypotheses import FinishedHypotheses
 
 SYNC_EVERY = 8  # steps between "all done?" tests (a copy to the host); not the paper's, not tuned
 # option: (is it asked for, given the generation args; what to do instead)
@@ -81,7 +85,9 @@ class BatchedBeamSearch(SequenceGenerator):
     """fairseq's beam search with a batch of fixed size (module docstring). beam_stop: 'fairseq'
     or 'paper'; length_penalty(n, alpha): lp(|Y|) of the paper's rule (default n^alpha);
     exponent(n, alpha): with fairseq's rule, the power of n that a hypothesis of n tokens is
-    divided by (default alpha, fairseq's; the task passes GNMT's)."""
+    divided by (default alpha, fairseq's; the task passes GNMT's); cuda_graph: the decoder step as
+    a CUDA graph (--cuda-graph-decoding); graph_search: the whole step, decoder and search, as one
+    (--cuda-graph-search)."""
 
     def __init__(
         self,
@@ -91,6 +97,7 @@ class BatchedBeamSearch(SequenceGenerator):
         exponent: Optional[Callable[[int, float], float]] = None,
         length_penalty: Optional[Callable] = None,
         cuda_graph: bool = False,
+        graph_search: bool = False,
         **kwargs,
     ):
         super().__init__(models, tgt_dict, **kwargs)
@@ -107,8 +114,9 @@ class BatchedBeamSearch(SequenceGenerator):
         self.paper = beam_stop == "paper"
         self.exponent = exponent
         self.length_penalty = length_penalty or (lambda n, alpha: n**alpha)
-        self.cuda_graph = cuda_graph  # the decoder step through tasks/decoder_step.py's graphs
-        if cuda_graph:
+        self.graph_search = graph_search  # the whole step as one graph (steps below)
+        self.cuda_graph = cuda_graph or graph_search  # the decoder step through tasks/decoder_step.py
+        if self.cuda_graph:
             check_graphable(models)
 
     def divisor(self, step: int) -> float:
@@ -138,33 +146,49 @@ class BatchedBeamSearch(SequenceGenerator):
         encoder_outs = self.model.forward_encoder(sample["net_input"])
         expand = torch.arange(B, device=device).repeat_interleave(k)  # (B k,) each sentence k times
         encoder_outs = self.model.reorder_encoder_out(encoder_outs, expand)
-        tokens, scores, finished, done = self.buffers(B, max_len, device, self.eos if bos_token is None else bos_token)
-        runner = DecoderStep(self.model.models[0], self.temperature) if self.cuda_graph else None
-        ids = sample["id"] if isinstance(sample.get("id"), Tensor) else torch.arange(B, device=device)
-        offsets = torch.arange(B, device=device)[:, None] * k  # (B, 1) first row of each sentence
+        beam = BeamStep(self, B, max_len, device, self.eos if bos_token is None else bos_token)
+        step_to_order = self.steps(beam, encoder_outs, states, max_len)
+        pos = torch.zeros(1, dtype=torch.long, device=device)  # (1,) the step, on the device
         for step in range(max_len + 1):  # one step more for the end-of-sentence
-            lprobs = self.next_lprobs(step, tokens, encoder_outs, states, max_len, runner)  # (B k, V)
-            cand_scores, cand_tokens, cand_beams = self.search.step(
-                step, lprobs.view(B, k, -1), scores.view(B, k, -1)[:, :, :step], tokens[:, : step + 1], ids
-            )  # (B, c) each
-            cand_rows = cand_beams + offsets  # (B, c) the hypothesis each candidate extends
-            ends = cand_tokens.eq(self.eos) & cand_scores.ne(-math.inf)  # (B, c): what fairseq would finalize
-            self.finish(step, max_len, ends, cand_scores, cand_rows, tokens, scores, finished, done)
-            if step == max_len or ((step + 1) % SYNC_EVERY == 0 and bool(done.all())):
+            pos.fill_(step)  # no copy from the host
+            order = step_to_order(step, pos)  # (B k,)
+            if step == max_len or ((step + 1) % SYNC_EVERY == 0 and bool(beam.done.all())):
                 break
-            order = self.advance(step, ends, cand_scores, cand_tokens, cand_rows, tokens, scores, done)
             self.reorder(states, order, step + 1)
-        return finished.hypotheses()
+        return beam.finished.hypotheses()
 
-    def buffers(self, B: int, max_len: int, device, bos: int):
-        """The search's buffers, made once: tokens (B k, L + 1) (bos, then pad), summed log P after
-        each position (B k, L), the finished slots, and which sentences are done (B,)."""
-        k = self.beam_size
-        tokens = torch.full((B * k, max_len + 2), self.pad, dtype=torch.long, device=device)  # (B k, L + 1)
-        tokens[:, 0] = bos
-        scores = torch.zeros(B * k, max_len + 1, device=device)  # (B k, L)
-        finished = FinishedHypotheses(B, k, max_len + 1, self.pad, device, self.paper)
-        return tokens, scores, finished, torch.zeros(B, dtype=torch.bool, device=device)
+    def steps(self, beam: BeamStep, encoder_outs, states, max_len: int) -> Callable[[int, Tensor], Tensor]:
+        """(step, pos) -> order: the decoder's step, its log P masked as fairseq masks them, and the
+        beam's step (beam_step.py). With --cuda-graph-decoding the decoder step through its own
+        graph (decoder_step.py); with --cuda-graph-search both as one graph (modules/step_graph.py)
+        per cache chunk, whose buffers it changes only when replayed, and eager where a step
+        differs from its chunk's others: the first step, a chunk's first (its caches grow), the
+        steps before --min-len and the length cap."""
+        runner = DecoderStep(self.model.models[0], self.temperature) if self.cuda_graph else None
+
+        def step_to_order(step: int, pos: Tensor) -> Tensor:
+            if self.graph_search:
+                lprobs = runner.eager(step, tokens_at(beam.tokens, pos), pos, encoder_outs, states)
+            elif runner is not None:
+                lprobs = runner(step, beam.tokens, encoder_outs, states)
+            else:
+                prefix = beam.tokens[:, : step + 1]  # (B k, step + 1)
+                lprobs, _ = self.model.forward_decoder(prefix, encoder_outs, states, self.temperature)
+            return beam(step, pos, self.mask(step, lprobs, max_len))  # (B k, V) -> (B k,)
+
+        if not self.graph_search:
+            return step_to_order
+        now = [0]  # the step being captured: what the graph's Python reads
+        graph = StepGraph(lambda pos: step_to_order(now[0], pos), state=beam.mutable)
+
+        def graphed(step: int, pos: Tensor) -> Tensor:
+            own = step == 0 or step % static_cache.STATIC_CHUNK == 0 or step < self.min_len or step >= max_len
+            key = None if own else static_cache.capacity(step + 1)
+            if key is None or key != graph.key:  # run eagerly, or captured: a replay runs no Python
+                now[0] = step
+            return graph(key, pos)
+
+        return graphed
 
     def reorder(self, states, order: Tensor, written: int) -> None:
         """Each model's decoder state takes the hypotheses `order` (B k,): ours by its reorder
@@ -178,13 +202,8 @@ class BatchedBeamSearch(SequenceGenerator):
             else:
                 model.decoder.reorder_incremental_state_scripting(state, order)
 
-    def next_lprobs(self, step: int, tokens: Tensor, encoder_outs, states, max_len: int, runner=None) -> Tensor:
-        """(B k, V) the next token's log-probabilities (through runner, a DecoderStep, if given),
-        masked as fairseq masks them."""
-        if runner is not None:
-            lprobs = runner(step, tokens, encoder_outs, states)
-        else:
-            lprobs, _ = self.model.forward_decoder(tokens[:, : step + 1], encoder_outs, states, self.temperature)
+    def mask(self, step: int, lprobs: Tensor, max_len: int) -> Tensor:
+        """The next token's log P (B k, V) masked in place as fairseq masks them."""
         lprobs.masked_fill_(lprobs.isnan(), -math.inf)
         lprobs[:, self.pad] = -math.inf  # never pad
         lprobs[:, self.unk] -= self.unk_penalty
@@ -195,44 +214,8 @@ class BatchedBeamSearch(SequenceGenerator):
             lprobs[:, self.eos] = -math.inf
         return lprobs
 
-    def finish(self, step, max_len, ends, cand_scores, cand_rows, tokens, scores, finished, done) -> None:
-        """The ended candidates that count (fairseq's rule: those among the first k; the paper's:
-        all) enter the finished slots of sentences not done; then `done` (B,) is updated in place."""
-        B, k = done.size(0), self.beam_size
-        c = cand_scores.size(1) if self.paper else k
-        rows = cand_rows[:, :c].reshape(-1)  # (B c,)
-        L = max_len + 1
-        new_tokens = tokens.index_select(0, rows)[:, 1:].view(B, c, L)  # (B c, L + 1) -> (B, c, L)
-        new_tokens[:, :, step] = self.eos
-        new_cumulative = scores.index_select(0, rows).view(B, c, L)  # (B c, L) -> (B, c, L)
-        new_cumulative[:, :, step] = cand_scores[:, :c]
-        penalised = cand_scores[:, :c] / self.divisor(step) if self.normalize_scores else cand_scores[:, :c]
-        finished.add(ends[:, :c] & ~done[:, None], penalised, new_tokens, new_cumulative, step + 1)
-        if self.paper:  # tensor2tensor's bound: no alive continuation can beat the worst kept
-            best = cand_scores.masked_fill(ends, -math.inf).max(1).values  # (B,) best alive summed log P
-            bound = torch.maximum(best / self.lp(step + 2), best / self.lp(max_len + 1))  # (B,)
-            done |= finished.worst() > bound
-        else:  # first come, first served: k ended
-            done |= finished.count() >= k
-        if step == max_len:
-            done.fill_(True)
 
-    def advance(self, step, ends, cand_scores, cand_tokens, cand_rows, tokens, scores, done) -> Tensor:
-        """The k alive hypotheses of each sentence (the first k candidates that do not end, as
-        fairseq picks them) written into tokens and scores in place; a done sentence's rows stay
-        where they are, take pad and keep their score. Returns the order (B k,) of the rows."""
-        B, k = done.size(0), self.beam_size
-        c = cand_scores.size(1)
-        rank = ends.long() * c + torch.arange(c, device=ends.device)  # (B, c) the ended ones last
-        alive = rank.topk(k, dim=1, largest=False).indices  # (B, k), as fairseq's active_hypos
-        stopped = done.repeat_interleave(k)  # (B k,)
-        own = torch.arange(B * k, device=done.device)  # (B k,)
-        order = torch.where(stopped, own, cand_rows.gather(1, alive).view(-1))  # (B, k) -> (B k,)
-        new_token = torch.where(stopped, self.pad, cand_tokens.gather(1, alive).view(-1))  # (B k,)
-        before = scores[:, step - 1] if step > 0 else torch.zeros_like(scores[:, 0])  # (B k,)
-        new_score = torch.where(stopped, before, cand_scores.gather(1, alive).view(-1))  # (B k,)
-        tokens.copy_(tokens.index_select(0, order))  # (B k, L + 1) in place
-        tokens[:, step + 1] = new_token
-        scores.copy_(scores.index_select(0, order))  # (B k, L)
-        scores[:, step] = new_score
-        return order
+def tokens_at(tokens: Tensor, pos: Tensor) -> Tensor:
+    """Column pos ((1,), on the device) of tokens (B k, L + 1): (B k, 1), read where it lies at every
+    replay of a graph (a slice by a Python step would be the captured step's column forever)."""
+    return tokens.index_select(1, pos)  # (B k, 1)

@@ -66,6 +66,12 @@ class DecoderStep:
         scaled = (out[0][:, -1:, :].div_(self.temperature), out[1])  # (B k, 1, V)
         return self.model.get_normalized_probs(scaled, log_probs=True, sample=None)[:, -1, :]  # (B k, V)
 
+    def eager(self, step: int, last_tokens: Tensor, position: Tensor, encoder_outs, states) -> Tensor:
+        """The step on last_tokens (B k, 1) at `position` ((1,), on the device) without a graph of
+        its own: inside a caller's graph of the whole search step (--cuda-graph-search). (B k, V)."""
+        self.step, self.encoder_out, self.state = step, encoder_outs[0], states[0]
+        return self.run(last_tokens, position)
+
     def __call__(self, step: int, tokens: Tensor, encoder_outs, states) -> Tensor:
         self.step, self.encoder_out, self.state = step, encoder_outs[0], states[0]
         if self.position is None:

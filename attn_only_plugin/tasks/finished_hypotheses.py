@@ -49,10 +49,11 @@ class FinishedHypotheses:
         low = self.score.masked_fill(~kept, math.inf).min(1).values  # (B,)
         return torch.where(kept.any(1), low, torch.full_like(low, -math.inf))
 
-    def add(self, ended: Tensor, score: Tensor, tokens: Tensor, cumulative: Tensor, length: int) -> None:
+    def add(self, ended: Tensor, score: Tensor, tokens: Tensor, cumulative: Tensor, length: Tensor) -> None:
         """This step's candidates: ended (B, c) those that end here and may be kept, score (B, c)
-        penalised, tokens and cumulative (B, c, L), all of `length` positions. Merged into the
-        slots by the sentence's rule (module docstring); slots that are not kept are not written."""
+        penalised, tokens and cumulative (B, c, L), all of `length` positions ((1,), on the device).
+        Merged into the slots by the sentence's rule (module docstring), in place (a CUDA graph of the
+        search's step reads and writes the same slot tensors at every replay)."""
         k = self.k
         new_score = score.masked_fill(~ended, -math.inf)  # (B, c)
         all_score = torch.cat([self.score, new_score], 1)  # (B, k + c)
@@ -63,11 +64,11 @@ class FinishedHypotheses:
         order = key.sort(dim=1, descending=True, stable=True).indices[:, :k]  # (B, k) the entries kept
         L = self.tokens.size(2)
         wide = order[:, :, None].expand(-1, -1, L)  # (B, k, L)
-        all_length = torch.cat([self.length, torch.full_like(ended, length, dtype=torch.long)], 1)  # (B, k + c)
-        self.tokens = torch.cat([self.tokens, tokens], 1).gather(1, wide)  # (B, k + c, L) -> (B, k, L)
-        self.cumulative = torch.cat([self.cumulative, cumulative], 1).gather(1, wide)  # (B, k, L)
-        self.score = all_score.gather(1, order)  # (B, k)
-        self.length = all_length.gather(1, order)  # (B, k)
+        all_length = torch.cat([self.length, length.expand_as(ended)], 1)  # (B, k + c)
+        self.tokens.copy_(torch.cat([self.tokens, tokens], 1).gather(1, wide))  # (B, k + c, L) -> (B, k, L)
+        self.cumulative.copy_(torch.cat([self.cumulative, cumulative], 1).gather(1, wide))  # (B, k, L)
+        self.score.copy_(all_score.gather(1, order))  # (B, k)
+        self.length.copy_(all_length.gather(1, order))  # (B, k)
 
     def hypotheses(self) -> List[List[Dict[str, Tensor]]]:
         """fairseq's format: per sentence its kept hypotheses, best first (torch.sort of the scores

@@ -11,7 +11,8 @@ fairseq's. |Y| counts the end-of-sentence token in both (as tensor2tensor's beam
 rule with a patience factor (both in tasks/paper_search.py). `--batched-search` (off by default,
 speed only) decodes with either rule and either penalty over a batch that keeps its size
 (tasks/batched_search.py): the same hypotheses and scores, shapes that repeat step after step;
-`--cuda-graph-decoding` replays its decoder step as a CUDA graph (tasks/decoder_step.py).
+`--cuda-graph-decoding` replays its decoder step as a CUDA graph (tasks/decoder_step.py),
+`--cuda-graph-search` its whole step, decoder and search (tasks/beam_step.py).
 
 Every option that changes how hypotheses are ranked applies, or the generator is refused in one
 line (check_ranking_options): the GNMT penalty ranks beam search, sampling, --print-alignment's
@@ -132,6 +133,14 @@ class PaperTranslationConfig(TranslationConfig):
             "eagerly (see tasks/decoder_step.py)"
         },
     )
+    cuda_graph_search: bool = field(
+        default=False,  # not the paper's: speed only
+        metadata={
+            "help": "--cuda-graph-decoding with the whole search step in the graph: the decoder step, the "
+            "candidates, the finished hypotheses and the beam's advance replayed as one launch a step (the "
+            "same hypotheses); on a CPU eagerly (see tasks/beam_step.py)"
+        },
+    )
 
 
 def sequence_generator(cfg, args, seq_gen_cls, extra_gen_cls_kwargs):
@@ -152,8 +161,8 @@ def batched_generator(cfg, args, seq_gen_cls, extra_gen_cls_kwargs):
     batched_search.check_options(cfg, args, seq_gen_cls, extra_gen_cls_kwargs)
     stopping_rule(cfg, args, None, extra_gen_cls_kwargs, gnmt_length_penalty)  # the same checks of --beam-stop
     gnmt = str(cfg.lenpen_style) == "gnmt"
-    graph = bool(getattr(cfg, "cuda_graph_decoding", False))
-    extra = dict(extra_gen_cls_kwargs or {}, beam_stop=str(cfg.beam_stop), cuda_graph=graph)
+    graph, whole = bool(getattr(cfg, "cuda_graph_decoding", False)), bool(getattr(cfg, "cuda_graph_search", False))
+    extra = dict(extra_gen_cls_kwargs or {}, beam_stop=str(cfg.beam_stop), cuda_graph=graph, graph_search=whole)
     if gnmt:
         extra.update(length_penalty=gnmt_length_penalty, exponent=gnmt_exponent)
     return batched_search.BatchedBeamSearch, extra
@@ -165,8 +174,10 @@ class PaperTranslationTask(TranslationTask):
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         check_ranking_options(self.cfg, args, seq_gen_cls)  # the caller's own generator class, if any
-        if getattr(self.cfg, "cuda_graph_decoding", False) and not getattr(self.cfg, "batched_search", False):
-            raise PluginError("--cuda-graph-decoding graphs the step of --batched-search: add --batched-search")
+        for flag in ("cuda_graph_decoding", "cuda_graph_search"):
+            if getattr(self.cfg, flag, False) and not getattr(self.cfg, "batched_search", False):
+                name = "--" + flag.replace("_", "-")
+                raise PluginError(f"{name} graphs the step of --batched-search: add --batched-search")
         choose = batched_generator if getattr(self.cfg, "batched_search", False) else sequence_generator
         seq_gen_cls, extra_gen_cls_kwargs = choose(self.cfg, args, seq_gen_cls, extra_gen_cls_kwargs)
         return super().build_generator(

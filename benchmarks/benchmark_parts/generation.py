@@ -56,14 +56,16 @@ def ctranslate2_decoders(model, d, device, half, folder):
 
 def search_for(shape, name, model, d):
     """Beam 4, lenpen 0.6, max length input + 50: fairseq's SequenceGenerator, or for ours with the
-    batched_search lever --batched-search's generator (with cuda_graph, its graphed decoder step)."""
+    batched_search lever --batched-search's generator (with cuda_graph, its graphed decoder step;
+    with graph_search, its whole step graphed)."""
     from fairseq.sequence_generator import SequenceGenerator
 
     settings = dict(beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
     if name == "ours" and levers(shape)["batched_search"]:
         from attn_only_plugin.tasks.batched_search import BatchedBeamSearch
 
-        return BatchedBeamSearch([model], d, cuda_graph=levers(shape)["cuda_graph"], **settings)
+        graphs = dict(cuda_graph=levers(shape)["cuda_graph"], graph_search=levers(shape)["graph_search"])
+        return BatchedBeamSearch([model], d, **graphs, **settings)
     return SequenceGenerator([model], d, **settings)
 
 

@@ -13,13 +13,19 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 # every lever once; the graphed search in its profiled row, which is gen_cuda_graph with --profile
-SMOKE_ROWS = ["train_bucket_compile_fresh", "profile_gen_cuda_graph", "train_bf16_seen", "train_varlen_fresh"]
+SMOKE_ROWS = [
+    "train_bucket_compile_fresh",
+    "profile_gen_cuda_graph",
+    "train_bf16_seen",
+    "train_varlen_fresh",
+    "gen_cuda_graph_search",
+]
 
 
 def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
-    """Four rows that between them turn on every lever (compile, buckets, the fixed decoding cache,
-    the batched search and its graphed step, eager on a CPU, bf16, attention on packed rows, the
-    padded path on a CPU, with its check) and --profile, each through its
+    """Five rows that between them turn on every lever (compile, buckets, the fixed decoding cache,
+    the batched search, its graphed decoder step and its whole step graphed, eager on a CPU, bf16,
+    attention on packed rows, the padded path on a CPU, with its check) and --profile, each through its
     benchmark and measuring processes: minutes, more on busy cores. The other rows differ only in
     their flags, which the --help and flag tests of benchmark.py cover."""
     out = tmp_path / "levers.json"
@@ -40,6 +46,7 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
     assert levers["profile_gen_cuda_graph"] == {"static_cache": True, "batched_search": True, "cuda_graph": True}
     assert levers["train_bf16_seen"] == {"half": "bfloat16"}
     assert levers["train_varlen_fresh"] == {"varlen": True}
+    assert levers["gen_cuda_graph_search"] == {"static_cache": True, "batched_search": True, "graph_search": True}
     check = r["rows"]["train_varlen_fresh"]["result"]["training"]["ours"]["varlen_check"]
     assert check["packed_attention_calls"] == 0 and check["loss_relative_difference"] == 0.0  # a CPU: padded
     assert "varlen check: loss 0.0e+00 apart" in r["table"]
@@ -64,7 +71,7 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
 def test_out_of_budget_rows_are_skipped_and_said(cli, tmp_path):
     out = tmp_path / "levers.json"
     proc = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)
-    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 17 of 17 rows did not")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 19 of 19 rows did not")
     r = json.loads(out.read_text())
     assert all(row["status"].startswith("skipped: ") for row in r["rows"].values())
     again = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)
@@ -83,7 +90,7 @@ def test_profile_rows_come_last_with_the_time_their_profile_needs(script):
     """The profile rows run after the measured ones (a run out of budget skips them first) and get
     the seconds of their kind plus the profile's."""
     levers = script("gpu_levers")
-    assert list(levers.ROWS)[-2:] == ["profile_train", "profile_gen_cuda_graph"]
+    assert list(levers.ROWS)[-3:] == ["profile_train", "profile_gen_cuda_graph", "profile_gen_cuda_graph_search"]
     cuda = levers.SETTINGS["cuda"]["limit"]
     assert levers.limit("profile_train", "cuda") == cuda["training"] + cuda["profile"]
     assert levers.limit("profile_gen_cuda_graph", "cuda") == cuda["generation"] + cuda["profile"]

@@ -128,9 +128,9 @@ def test_it_stops_when_every_sentence_is_done(monkeypatch):
     """A batch whose sentences are all done before the cap stops at the next "all done?" test."""
     model = ending_model(D)
     steps = []
-    original = BatchedBeamSearch.next_lprobs
+    original = BatchedBeamSearch.mask  # once a step
     monkeypatch.setattr(
-        BatchedBeamSearch, "next_lprobs", lambda self, step, *a: steps.append(step) or original(self, step, *a)
+        BatchedBeamSearch, "mask", lambda self, step, *a: steps.append(step) or original(self, step, *a)
     )
     hypos = decode([model], True, beam=5, stop="paper", style="gnmt", lenpen=-0.5, max_len_b=40)
     longest = max(len(h["tokens"]) for hyps in hypos for h in hyps)
@@ -165,7 +165,7 @@ def test_hypotheses_are_views_of_the_slots_with_two_copies_to_the_host(monkeypat
     finished = FinishedHypotheses(2, 2, 4, D.pad(), torch.device("cpu"), paper=False)
     tokens = torch.tensor([[[5, 6, 2, 1], [7, 2, 1, 1]], [[8, 2, 1, 1], [1, 1, 1, 1]]])  # (B, c, L)
     ended = torch.tensor([[True, True], [True, False]])
-    finished.add(ended, torch.tensor([[-1.0, -2.0], [-0.5, -9.0]]), tokens, torch.zeros(2, 2, 4), 3)
+    finished.add(ended, torch.tensor([[-1.0, -2.0], [-0.5, -9.0]]), tokens, torch.zeros(2, 2, 4), torch.tensor([3]))
     slots = {t.untyped_storage().data_ptr(): n for n, t in vars(finished).items() if isinstance(t, torch.Tensor)}
     copies = []  # (method, slot) of each call on a slot tensor that copies it elsewhere
 
@@ -219,9 +219,11 @@ def test_other_refusals():
     args = Namespace(beam=4, lenpen=1, max_len_a=1, max_len_b=5, min_len=1, unkpen=0)
     with pytest.raises(PluginError, match="^--batched-search does not support --beam-patience:"):
         PaperTranslationTask(cfg, D, D).build_generator([model], args)
-    cfg = PaperTranslationConfig(cuda_graph_decoding=True)
-    with pytest.raises(PluginError, match="^--cuda-graph-decoding graphs the step of --batched-search"):
-        PaperTranslationTask(cfg, D, D).build_generator([model], args)
+    for flag in ("cuda_graph_decoding", "cuda_graph_search"):
+        cfg = PaperTranslationConfig(**{flag: True})
+        name = "--" + flag.replace("_", "-")
+        with pytest.raises(PluginError, match=f"^{name} graphs the step of --batched-search: add --batched-search"):
+            PaperTranslationTask(cfg, D, D).build_generator([model], args)
     gen = generator(True, models=[model])
     with pytest.raises(PluginError, match="^--batched-search does not support --prefix-size"):
         gen.generate([model], sample(), prefix_tokens=torch.ones(8, 1, dtype=torch.long))

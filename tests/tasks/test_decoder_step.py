@@ -22,8 +22,10 @@ from helpers import ending_model, make_dictionary, random_batch
 D = make_dictionary(30)
 
 
-def decode(models, batched, graph=False, **options):
-    cfg = PaperTranslationConfig(batched_search=batched, cuda_graph_decoding=graph, lenpen_style="gnmt")
+def decode(models, batched, graph=False, whole=False, stop="fairseq", **options):
+    cfg = PaperTranslationConfig(
+        batched_search=batched, cuda_graph_decoding=graph, cuda_graph_search=whole, lenpen_style="gnmt", beam_stop=stop
+    )
     args = dict(beam=4, lenpen=0.6, max_len_a=1, max_len_b=5, min_len=1, unkpen=0, temperature=1.3)
     gen = PaperTranslationTask(cfg, D, D).build_generator(models, Namespace(**dict(args, **options)))
     src, _ = random_batch(D, B=6, S=9, seed=3)
@@ -97,6 +99,22 @@ def test_graphed_steps_one_capture_per_chunk(monkeypatch):
     assert set(grown) == {0, 4, 8, 12}
     monkeypatch.undo()
     assert_same(decode([model], False), ours)
+
+
+@pytest.mark.parametrize("stop", ["fairseq", "paper"])
+def test_the_whole_search_step_graphed(monkeypatch, stop):
+    """--cuda-graph-search: the decoder's and the search's step as one graph per chunk of 4 steps,
+    captured at its second step, the search's buffers changed only by the replays (the stand-in's
+    capture runs the step, as a real one does not: StepGraph puts them back), the Python of a
+    replay the captured step's, as a real graph's (a tensor sliced by the step would be wrong),
+    and the same hypotheses as fairseq's search, by either stopping rule."""
+    monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
+    keys = fake_cuda(monkeypatch)
+    model = ending_model(D, static_decoding_cache=True)
+    ours = decode([model], True, whole=True, stop=stop)
+    assert keys == [4, 8, 12, 16]  # steps 0, 4, 8, 12 and the cap (14) eager; 1, 5, 9, 13 captured
+    monkeypatch.undo()
+    assert_same(decode([model], False, stop=stop), ours)
 
 
 def test_refused_where_it_cannot_graph():

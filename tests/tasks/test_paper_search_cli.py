@@ -80,14 +80,15 @@ def test_interactive_and_the_python_api_decode_alike_and_refuse_an_unknown_rule(
 @pytest.mark.parametrize("rule", ["fairseq", "paper"])
 def test_batched_search_prints_what_fairseqs_search_prints(trained, rule, monkeypatch):
     """fairseq-generate --batched-search (tasks/batched_search.py) with 2-best lists, and with the
-    fixed-size caches and --cuda-graph-decoding (eager on a CPU): the same hypotheses as without,
-    scores as fairseq prints them (4 decimals) within one unit of the last digit; the Python API's
+    fixed-size caches and --cuda-graph-decoding or --cuda-graph-search (eager on a CPU): the same
+    hypotheses as without, scores as fairseq prints them (4 decimals) within one unit of the last
+    digit; the Python API's
     translate(..., batched_search=True) the same translations; a refused option in one line."""
     data, checkpoint = trained
     args = [data, "--path", checkpoint, "--gen-subset", "test", "--beam-stop", rule, "--nbest", 2, *DECODE]
     reference = generate_log.parse(run(BIN / "fairseq-generate", *args).stdout.splitlines())
-    static = ["--model-overrides", "{'static_decoding_cache': True}", "--cuda-graph-decoding"]
-    for extra in (["--batched-search"], ["--batched-search", *static]):
+    static = ["--batched-search", "--model-overrides", "{'static_decoding_cache': True}"]
+    for extra in (["--batched-search"], [*static, "--cuda-graph-decoding"], [*static, "--cuda-graph-search"]):
         ours = generate_log.parse(run(BIN / "fairseq-generate", *args, *extra).stdout.splitlines())
         assert sorted(ours) == sorted(reference) and len(reference) == 20
         for i, ref in reference.items():
