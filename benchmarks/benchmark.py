@@ -90,7 +90,7 @@ def run(
     `sdpa` (names in SDPA_BACKENDS), torch's fused attention restricted to those backends while it
     measures (the caller's settings are back on return); `levers`: the speed levers that are not
     the paper's to turn on (benchmarks/common.py's levers: compile, static_cache, pad_to, half,
-    batched_search, cuda_graph, graph_search, varlen);
+    batched_search, cuda_graph, graph_search, varlen, fused_loss);
     `profile`: each model's steps once more under torch.profiler after the timed ones (profile.py),
     with `trace` a folder for their Chrome traces."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak, batching)
@@ -318,6 +318,12 @@ def main(argv=None) -> None:
         "the padded path's on one batch",
     )
     p.add_argument(
+        "--fused-softmax-loss",
+        action="store_true",
+        help="ours's loss and its gradient straight from the logits (the criterion's --fused-softmax-loss; "
+        "torch.compile on CUDA, eager on a CPU)",
+    )
+    p.add_argument(
         "--pad-to-multiple",
         type=int,
         default=1,
@@ -354,9 +360,9 @@ def main(argv=None) -> None:
         sys.exit(f"error: {e}")
     chosen = dict(compile=a.compile_layers, static_cache=a.static_cache, pad_to=a.pad_to_multiple, half=a.half)
     chosen.update(batched_search=a.batched_search, cuda_graph=a.cuda_graph, varlen=a.varlen_attention)
-    chosen.update(graph_search=a.cuda_graph_search)
+    chosen.update(graph_search=a.cuda_graph_search, fused_loss=a.fused_softmax_loss)
     off = dict(compile=None, static_cache=False, pad_to=1, half="float16")  # (True == 1: compared per lever)
-    off.update(batched_search=False, cuda_graph=False, varlen=False, graph_search=False)
+    off.update(batched_search=False, cuda_graph=False, varlen=False, graph_search=False, fused_loss=False)
     levers = {k: v for k, v in chosen.items() if v != off[k]}
     import attn_only_plugin  # noqa: F401  (its one-line errors here too, as in the measuring processes)
 

@@ -1,11 +1,11 @@
 """Each speed lever of ours that is not the paper's, one row each, against fairseq's built-in in the
 same row: eager, --compile-layers, attention on the packed rows (--varlen-attention, with a check of
-its loss and gradients against the padded path), lengths padded to buckets, bf16, the fixed-size
-decoding cache, the batched beam search, its CUDA-graphed decoder step and its whole step graphed,
-for transformer_big training at ~25k target tokens a step (1280 sentences) on seen and fresh shapes
-with peak memory, and beam-4 generation; then three rows that profile where the time of the eager
-training step and of the graphed beam searches goes (benchmark.py --profile); one results file
-(JSON, the tables inside).
+its loss and gradients against the padded path), the loss from the logits (--fused-softmax-loss),
+these three together, lengths padded to buckets, bf16, the fixed-size decoding cache, the batched
+beam search, its CUDA-graphed decoder step and its whole step graphed, for transformer_big training
+at ~25k target tokens a step (1280 sentences) on seen and fresh shapes with peak memory, and beam-4
+generation; then three rows that profile where the time of the eager training step and of the
+graphed beam searches goes (benchmark.py --profile); one results file (JSON, the tables inside).
 
     python benchmarks/gpu_levers.py --out levers.json                             # one GPU, within --budget-s
     python benchmarks/gpu_levers.py --device cpu --preset tiny --out smoke.json   # the same rows, tiny: a check
@@ -51,6 +51,16 @@ ROWS = {
         "training",
         ["--batching", "fresh", "--varlen-attention"],
     ),
+    "train_fused_loss_seen": (
+        "--fused-softmax-loss (the loss from the logits, compiled); seen shapes",
+        "training",
+        ["--batching", "random", "--fused-softmax-loss"],
+    ),
+    "train_varlen_fused_compile_seen": (
+        "--varlen-attention, --fused-softmax-loss and --compile-layers together; seen shapes",
+        "training",
+        ["--batching", "random", "--varlen-attention", "--fused-softmax-loss", "--compile-layers", "BACKEND"],
+    ),
     "gen_eager": ("beam 4, ours eager (first repeat new shapes, later ones seen)", "generation", []),
     "gen_static_cache": ("beam 4, ours with --static-decoding-cache", "generation", ["--static-cache"]),
     "gen_batched_search": (
@@ -90,11 +100,6 @@ ROWS = {
         ["--batching", "fresh", "--pad-to-multiple", "8"],
     ),
     "gen_bf16": ("beam 4, both models in bf16", "generation", ["--half", "bfloat16"]),
-    "train_varlen_compile_seen": (
-        "--varlen-attention and --compile-layers; seen shapes",
-        "training",
-        ["--batching", "random", "--varlen-attention", "--compile-layers", "BACKEND"],
-    ),
     # where the time goes, after fewer timed updates than train_eager_seen's (the profile needs no more)
     "profile_train": (
         "train_eager_seen, then 3 steps of each model under torch.profiler",

@@ -1,7 +1,7 @@
 """The speed levers that are not the paper's, off by default (docs/speed.md, "The GPU speed
 levers"), through the real CLIs on the CPU: fairseq's --required-seq-len-multiple (lengths
 padded to a few buckets) trains with the same losses, fairseq-train accepts --compile-layers and
---varlen-attention, and
+--varlen-attention, --fused-softmax-loss keeps the losses, and
 fairseq-generate with --static-decoding-cache writes the same hypotheses (scores to float rounding)."""
 
 import re
@@ -56,6 +56,18 @@ def test_fairseq_train_with_varlen_attention_on_a_cpu_keeps_the_losses(data, tmp
     plain = losses(train(data / "bin", tmp_path / "plain", *args, "--no-save", max_update=4))
     fast = losses(train(data / "bin", tmp_path / "varlen", *args, "--no-save", "--varlen-attention", max_update=4))
     assert len(plain) >= 4 and fast == pytest.approx(plain, abs=2e-3)
+
+
+def test_fairseq_train_with_the_fused_softmax_loss_keeps_the_losses(data, tmp_path):
+    """--fused-softmax-loss inside fairseq-train (criterions/fused_softmax.py; eager on a CPU): the
+    same logged losses and accuracy, to float rounding."""
+    args = ("--arch", "transformer_base", *TINY, "--log-interval", "1", "--disable-validation", "--no-save")
+    args += ("--report-accuracy",)
+    plain = train(data / "bin", tmp_path / "plain", *args, max_update=4)
+    fused = train(data / "bin", tmp_path / "fused", *args, "--fused-softmax-loss", max_update=4)
+    assert len(losses(plain)) >= 4 and losses(fused) == pytest.approx(losses(plain), abs=2e-3)
+    accuracy = re.compile(r"accuracy[ =]([\d.]+)")
+    assert accuracy.findall(fused.stdout + fused.stderr) == accuracy.findall(plain.stdout + plain.stderr) != []
 
 
 def hypotheses(stdout: str) -> dict:

@@ -17,6 +17,8 @@ from torch import Tensor
 
 from attn_only_tools.guards.errors import PluginError
 
+from .fused_softmax import fused_label_smoothed_loss
+
 
 def label_smoothed_nll_loss(lprobs: Tensor, target: Tensor, eps: float, ignore_index: int):
     """Section 5.4 with the smoothing of its reference [36] (Szegedy et al. 2016, section 7):
@@ -37,15 +39,18 @@ def label_smoothed_nll_loss(lprobs: Tensor, target: Tensor, eps: float, ignore_i
     return loss.sum(), nll.masked_fill(ignored, 0.0).sum()
 
 
-def target_lprobs(model, sample, pad: int) -> Tuple[Tensor, Tensor]:
-    """The model's log-probabilities for the target tokens, (M, V), and the targets (M,).
+def target_lprobs(model, sample, pad: int, normalized: bool = True) -> Tuple[Tensor, Tensor]:
+    """The model's log-probabilities for the target tokens, (M, V), and the targets (M,); with
+    normalized=False its logits before the softmax instead (for fused_softmax.py).
 
     Our model (models/encoder_decoder.py, real_only) gives in training those of the N real tokens
     only: the pre-softmax map (section 3.4) and the softmax never run on a pad. Any other model
     gives all M = B T positions, and label_smoothed_nll_loss masks the pads."""
     real_only = {"real_only": True} if getattr(model, "gives_real_only", False) else {}
     net_output = model(**sample["net_input"], **real_only)
-    lprobs = model.get_normalized_probs(net_output, log_probs=True)  # (B, T, V) or (N, V)
+    lprobs = (
+        model.get_normalized_probs(net_output, log_probs=True) if normalized else net_output[0]
+    )  # (B, T, V) or (N, V)
     target = model.get_targets(sample, net_output).reshape(-1)  # (B T,)
     index = net_output[1].get("real_index") if isinstance(net_output[1], dict) else None
     if index is not None:
@@ -63,6 +68,14 @@ def target_lprobs(model, sample, pad: int) -> Tuple[Tensor, Tensor]:
 class LabelSmoothedCEConfig(FairseqDataclass):
     label_smoothing: float = field(default=0.1, metadata={"help": "eps_ls (section 5.4, Table 3 base)"})
     report_accuracy: bool = field(default=False, metadata={"help": "log token accuracy"})
+    fused_softmax_loss: bool = field(
+        default=False,
+        metadata={
+            "help": "speed only, not the paper's: the loss and its gradient straight from the logits, without the "
+            "(tokens x vocabulary) log-probabilities, fused by torch.compile on CUDA; the same loss to float "
+            "rounding (criterions/fused_softmax.py)"
+        },
+    )
     sentence_avg: bool = II("optimization.sentence_avg")
 
 
@@ -71,8 +84,9 @@ class LabelSmoothedCrossEntropy(FairseqCriterion):
     """Section 5.4. Logs loss and nll_loss in base 2 per token, as fairseq's own
     label_smoothed_cross_entropy does, so `ppl` (2^nll_loss) is comparable between the two."""
 
-    def __init__(self, task, label_smoothing=0.1, report_accuracy=False, sentence_avg=False):
+    def __init__(self, task, label_smoothing=0.1, report_accuracy=False, sentence_avg=False, fused_softmax_loss=False):
         super().__init__(task)
+        self.fused = fused_softmax_loss
         if not 0.0 <= label_smoothing < 1.0:
             raise PluginError(
                 f"--label-smoothing must be in [0, 1), got {label_smoothing} (the paper uses eps_ls = 0.1, section 5.4)"
@@ -80,8 +94,10 @@ class LabelSmoothedCrossEntropy(FairseqCriterion):
         self.eps, self.report_accuracy, self.sentence_avg = label_smoothing, report_accuracy, sentence_avg
 
     def forward(self, model, sample, reduce=True):
-        lprobs, target = target_lprobs(model, sample, self.padding_idx)  # (M, V), (M,)
-        loss, nll_loss = label_smoothed_nll_loss(lprobs, target, self.eps, self.padding_idx)
+        # (M, V) log P, or with --fused-softmax-loss the logits (the same argmax); (M,)
+        scores, target = target_lprobs(model, sample, self.padding_idx, normalized=not self.fused)
+        smoothed = fused_label_smoothed_loss if self.fused else label_smoothed_nll_loss
+        loss, nll_loss = smoothed(scores, target, self.eps, self.padding_idx)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": loss.data,
@@ -92,7 +108,7 @@ class LabelSmoothedCrossEntropy(FairseqCriterion):
         }
         if self.report_accuracy:
             keep = target.ne(self.padding_idx)
-            logging_output["n_correct"] = lprobs.argmax(-1).eq(target).masked_select(keep).sum().data
+            logging_output["n_correct"] = scores.argmax(-1).eq(target).masked_select(keep).sum().data
             logging_output["total"] = keep.sum().data
         return loss, sample_size, logging_output
 

@@ -5,7 +5,7 @@ CPU, CUDA max allocated on a GPU), a few training steps of the same batches; wit
 
 import resource
 
-from .common import build_pair, device_batches, half_dtype
+from .common import build_pair, device_batches, half_dtype, levers
 from .training import optimizer_for, trainer
 
 
@@ -28,7 +28,8 @@ def train_memory(which, shape, device, amp, n_steps, batch_size, batching, optim
     ours.encoder.recompute = ours.decoder.recompute = recompute
     model = (ours if which == "ours" else theirs).to(device).train()
     del theirs, ours
-    step = trainer(model, device, amp, d.pad(), optimizer_for(which, optimizer), half_dtype(shape, device))
+    fused = which == "ours" and levers(shape)["fused_loss"]  # --fused-softmax-loss
+    step = trainer(model, device, amp, d.pad(), optimizer_for(which, optimizer), half_dtype(shape, device), fused)
     batches = device_batches(d, device, batch_size, batching)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()

@@ -63,17 +63,18 @@ def optimizer_for(which, optimizer):
     return RECIPE_OPTIMIZERS[which] if optimizer == "recipe" else optimizer
 
 
-def trainer(model, device, amp, pad, optimizer, dtype=None):
-    """One training step of `model` on a batch: forward, the paper's smoothed loss, backward, the
-    optimizer's step (fairseq's `adam` or our `paper_adam`); returns the seconds of that last part.
-    With amp, autocast to `dtype` (default float16 on CUDA, bfloat16 on a CPU)."""
+def trainer(model, device, amp, pad, optimizer, dtype=None, fused=False):
+    """One training step of `model` on a batch: forward, the paper's smoothed loss (fused: from the
+    logits, --fused-softmax-loss), backward, the optimizer's step (fairseq's `adam` or our
+    `paper_adam`); returns the seconds of that last part. With amp, autocast to `dtype` (default
+    float16 on CUDA, bfloat16 on a CPU)."""
     import torch
 
     opt = build_optimizer(optimizer, model.parameters())
     sync = synchronizer(device)
 
     def step(b):
-        loss = smoothed_loss(model, b, device, amp, pad, dtype)
+        loss = smoothed_loss(model, b, device, amp, pad, dtype, fused)
         opt.zero_grad()
         loss.backward()
         sync()
@@ -86,18 +87,20 @@ def trainer(model, device, amp, pad, optimizer, dtype=None):
     return step
 
 
-def smoothed_loss(model, b, device, amp, pad, dtype):
-    """The paper's smoothed loss of `model` on batch `b`, as paper_label_smoothed_ce computes it."""
+def smoothed_loss(model, b, device, amp, pad, dtype, fused=False):
+    """The paper's smoothed loss of `model` on batch `b`, as paper_label_smoothed_ce computes it
+    (fused: with --fused-softmax-loss, from the logits)."""
     import torch
 
+    from attn_only_plugin.criterions.fused_softmax import fused_label_smoothed_loss
     from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
 
     sample = dict(
         net_input=dict(src_tokens=b["src"], src_lengths=b["lengths"], prev_output_tokens=b["prev"]), target=b["tgt"]
     )
     with torch.autocast(device_type=device, dtype=dtype or half_dtype({}, device), enabled=amp):
-        lprobs, target = target_lprobs(model, sample, pad)
-        return label_smoothed_nll_loss(lprobs, target, 0.1, pad)[0]
+        scores, target = target_lprobs(model, sample, pad, normalized=not fused)  # log P, or logits
+        return (fused_label_smoothed_loss if fused else label_smoothed_nll_loss)(scores, target, 0.1, pad)[0]
 
 
 def varlen_check(model, b, device, amp, pad, dtype):
@@ -163,7 +166,13 @@ def train_speed(
     models = {"fairseq": theirs, "ours": ours}
     steps = {
         name: trainer(
-            m.to(device).train(), device, amp, d.pad(), optimizer_for(name, optimizer), half_dtype(shape, device)
+            m.to(device).train(),
+            device,
+            amp,
+            d.pad(),
+            optimizer_for(name, optimizer),
+            half_dtype(shape, device),
+            fused=name == "ours" and levers(shape)["fused_loss"],
         )
         for name, m in models.items()
     }

@@ -19,13 +19,15 @@ SMOKE_ROWS = [
     "train_bf16_seen",
     "train_varlen_fresh",
     "gen_cuda_graph_search",
+    "train_fused_loss_seen",
 ]
 
 
 def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
-    """Five rows that between them turn on every lever (compile, buckets, the fixed decoding cache,
+    """Six rows that between them turn on every lever (compile, buckets, the fixed decoding cache,
     the batched search, its graphed decoder step and its whole step graphed, eager on a CPU, bf16,
-    attention on packed rows, the padded path on a CPU, with its check) and --profile, each through its
+    attention on packed rows, the padded path on a CPU, with its check, the loss from the logits)
+    and --profile, each through its
     benchmark and measuring processes: minutes, more on busy cores. The other rows differ only in
     their flags, which the --help and flag tests of benchmark.py cover."""
     out = tmp_path / "levers.json"
@@ -47,6 +49,7 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
     assert levers["train_bf16_seen"] == {"half": "bfloat16"}
     assert levers["train_varlen_fresh"] == {"varlen": True}
     assert levers["gen_cuda_graph_search"] == {"static_cache": True, "batched_search": True, "graph_search": True}
+    assert levers["train_fused_loss_seen"] == {"fused_loss": True}
     check = r["rows"]["train_varlen_fresh"]["result"]["training"]["ours"]["varlen_check"]
     assert check["packed_attention_calls"] == 0 and check["loss_relative_difference"] == 0.0  # a CPU: padded
     assert "varlen check: loss 0.0e+00 apart" in r["table"]
@@ -71,7 +74,7 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
 def test_out_of_budget_rows_are_skipped_and_said(cli, tmp_path):
     out = tmp_path / "levers.json"
     proc = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)
-    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 19 of 19 rows did not")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 20 of 20 rows did not")
     r = json.loads(out.read_text())
     assert all(row["status"].startswith("skipped: ") for row in r["rows"].values())
     again = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)
