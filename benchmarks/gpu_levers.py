@@ -118,7 +118,8 @@ ROWS = {
     ),
 }
 # per device: the benchmark's common flags, then those of training and of generation rows, and each
-# kind of row's time limit in seconds (compile rows: torch.compile's first compilations; "profile":
+# kind of row's time limit in seconds (compile rows, --compile-layers or --fused-softmax-loss:
+# torch.compile's first compilations; "profile":
 # the seconds a --profile row gets beyond its kind's, for the profiled steps and reading their events)
 SETTINGS = {
     "cuda": dict(
@@ -153,9 +154,8 @@ def limit(name, device) -> int:
     """Row `name`'s time limit in seconds."""
     _, parts, flags = ROWS[name]
     limits = SETTINGS[device]["limit"]
-    return limits["compile" if "--compile-layers" in flags else parts] + (
-        limits["profile"] if "--profile" in flags else 0
-    )
+    compiles = "--compile-layers" in flags or "--fused-softmax-loss" in flags  # torch.compile's first compilations
+    return limits["compile" if compiles else parts] + (limits["profile"] if "--profile" in flags else 0)
 
 
 def environment():

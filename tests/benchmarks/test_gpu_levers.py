@@ -98,6 +98,9 @@ def test_profile_rows_come_last_with_the_time_their_profile_needs(script):
     assert levers.limit("profile_train", "cuda") == cuda["training"] + cuda["profile"]
     assert levers.limit("profile_gen_cuda_graph", "cuda") == cuda["generation"] + cuda["profile"]
     assert levers.limit("train_eager_seen", "cuda") == cuda["training"]
+    assert (
+        levers.limit("train_fused_loss_seen", "cuda") == cuda["compile"] == levers.limit("train_compile_seen", "cuda")
+    )
     command = levers.command("profile_train", "big", "cuda", "out.json")
     assert command[-5:] == ["--repeats", "1", "--profile", "--out", "out.json"]
 
