@@ -58,6 +58,11 @@
    CPU: fairseq's command line makes --bf16 imply --tpu, and a TPU needs torch_xla. Unless --tpu is
    given too, --bf16 now trains on the GPU (or with --cpu on the CPU): the model in bfloat16, fp32
    master weights in fairseq's FP16Optimizer, no loss scaling, as fairseq's trainer does for --bf16.
+13. A distributed run's processes exit without destroying their process group: torch asks each process
+   to call destroy_process_group() before it exits, fairseq never does, and a group left to the
+   interpreter's teardown ends its C++ threads after Python has stopped (a process that aborts there
+   fails a finished run). distributed_init now registers that call at exit: the group's threads end
+   while Python still runs.
 """
 
 import atexit
@@ -231,6 +236,28 @@ def _torchrun_without_cuda(infer_init_method):
     return wrapper
 
 
+def _destroy_group_at_exit(distributed_init):
+    """Wrap distributed.utils.distributed_init: the process group it makes is destroyed at exit (13)."""
+
+    @functools.wraps(distributed_init)
+    def wrapper(cfg):
+        rank = distributed_init(cfg)
+        atexit.register(destroy_process_group)
+        return rank
+
+    return wrapper
+
+
+def destroy_process_group() -> bool:
+    """torch.distributed.destroy_process_group() if a group is up; whether one was."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return False
+    dist.destroy_process_group()
+    return True
+
+
 def _stop_at_max_update(train):
     """Wrap fairseq_cli.train.train (one epoch): nothing to do once --max-update is reached (6)."""
 
@@ -330,6 +357,7 @@ def install() -> None:
     wrap_once(checkpoint_utils, "torch_persistent_save", _atomic_persistent_save)
     wrap_once(distributed_utils, "infer_init_method", _torchrun_without_cuda)
     wrap_once(distributed_utils, "call_main", _bf16_without_tpu)
+    wrap_once(distributed_utils, "distributed_init", _destroy_group_at_exit)
     wrap_once(checkpoint_utils, "overwrite_args_by_name", _new_model_fields)
     from fairseq import search
     from fairseq.ngram_repeat_block import NGramRepeatBlock

@@ -128,3 +128,26 @@ def test_torchrun_on_cpu_equals_update_freq_2(data, single, tmp_path):
     (log,) = start_ranks([cmd], [tmp_path / "torchrun.log"])
     assert "distributed init (rank 1): env://" in log
     assert_same_training(single, (save, log))
+
+
+def test_the_process_group_is_destroyed_at_exit(monkeypatch):
+    """fairseq_fixes 13: fairseq's distributed_init, as patched, registers the destruction of the
+    group it made for the exit; run here in this process on a one-rank gloo group."""
+    import atexit
+
+    import torch.distributed as dist
+    from fairseq.distributed import utils as distributed_utils
+
+    from attn_only_plugin import fairseq_fixes
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", registered.append)
+    init = f"tcp://127.0.0.1:{free_port()}"
+    assert distributed_utils.distributed_init.__name__ == "distributed_init"  # fairseq's, wrapped at import
+    one_rank = fairseq_fixes._destroy_group_at_exit(
+        lambda cfg: dist.init_process_group("gloo", init, world_size=1, rank=0) or 0
+    )
+    assert one_rank(None) == 0 and dist.is_initialized()
+    assert registered == [fairseq_fixes.destroy_process_group]
+    assert fairseq_fixes.destroy_process_group() and not dist.is_initialized()
+    assert not fairseq_fixes.destroy_process_group()  # nothing left to destroy
