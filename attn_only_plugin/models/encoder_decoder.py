@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 from ..modules import DecoderLayer, EncoderLayer, TransformerEmbedding
 from ..modules.compiled import compile_layers, layer_to_run
 from ..modules.decoding_state import DecodingState, select_rows, shared_rows
-from ..modules.packing import Packing, padded, target_packing
+from ..modules.packing import padded, source_packing, target_packing
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -103,7 +103,7 @@ class Encoder(FairseqEncoder, Stack):
         """src_tokens: (B, S). Returns fairseq's encoder_out dict with batch-first tensors; with
         need_weights, "attn" holds each layer's self-attention weights (B, h, S, S)."""
         key_mask = src_tokens.ne(self.padding_idx)  # (B, S) True = real token
-        packing = Packing.of(key_mask, self.training, self.varlen)  # training: position-wise work on real tokens only
+        packing = source_packing(key_mask, self.training, self.varlen)  # training: position-wise work on real tokens
         x = self.embed(src_tokens, packing=packing)  # (B, S, d_model), or (N, d_model) packed
         weights = []
         with self.saved_tensors_place():
@@ -218,7 +218,7 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         tokens, step = self.step_tokens(prev_output_tokens, incremental_state, step)  # (B, T); one step: (B, 1)
         packing = target_packing(tokens, self.padding_idx, self.training and step < 0, self.varlen)  # real tokens only
         if packing is not None and packing.varlen:  # encoder-decoder attention on the memory's real rows too
-            packing.memory = Packing.of(~memory_pad, True, varlen=True)
+            packing.memory = source_packing(~memory_pad, True, varlen=True)
         x = self.embed(tokens, step, packing, position)  # (B, T, d_model), or (N, d_model) packed: sections 3.4, 3.5
         state = self.decoding_state(incremental_state, memory_pad, x.dtype, step, position)
         memory_mask = ~memory_pad if state is None else state.memory_mask  # (B_s, S) True or 0 = real token

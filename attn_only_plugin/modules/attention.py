@@ -191,18 +191,21 @@ class MultiHeadAttention(nn.Module):
     def attends_packed(self, x: Tensor, memory: Optional[Tensor], packing: Optional[Packing], need_weights: bool):
         """Whether this call takes the packed path (varlen.py's rules): its queries' and keys' Packings
         ask for it, full attention without weights, no dropout on them, a kernel for x's device."""
-        keys = packing if memory is None or packing is None else packing.memory
+        keys = None if packing is None else self.key_packing(packing)
         plain = self.window is None and self.relative is None and not need_weights
         return varlen.applies(x, packing, keys, self.d_k, self.d_v, self.weight_dropout(), plain)
+
+    def key_packing(self, packing: Packing) -> Optional[Packing]:
+        """The keys' Packing: the queries' own in self-attention, the memory's in encoder-decoder attention."""
+        return packing if self.self_attention else packing.memory
 
     def packed_forward(self, x: Tensor, memory: Optional[Tensor], packing: Packing, causal: bool) -> Tensor:
         """Eq. (2) on packed rows (varlen.py): x (N, d_model) -> (N, d_model); in encoder-decoder
         attention the memory (B, S, d_model) packed by its Packing first (N_s, d_model)."""
+        keys = self.key_packing(packing)
         if self.self_attention:
-            keys = packing
             q, k, v = self.qkv(x).split(self.widths, dim=-1)  # x W^Q, x W^K, x W^V: (N, h d)
         else:
-            keys = packing.memory
             q = self.q(x)  # x W^Q: (N, h d_k)
             k, v = self.kv(keys.pack(memory)).split([self.h * self.d_k, self.h * self.d_v], dim=-1)  # (N_s, h d)
         q, k, v = (t.unflatten(-1, (self.h, -1)) for t in (q, k, v))  # (N, h, d_k), (N_s, h, d_k), (N_s, h, d_v)

@@ -38,11 +38,11 @@ class Packing:
     @staticmethod
     def of(real: Tensor, enabled: bool, varlen: bool = False) -> Optional["Packing"]:
         """A Packing when enabled (training) and the batch has enough padding to pay, else None;
-        with varlen always (attention on the packed rows saves the unpacking even without pads)."""
+        with varlen always (attention on the packed rows saves the unpacking even without pads),
+        which the caller asks only where each row's real tokens stand side by side."""
         if not enabled or real.numel() == 0:
             return None
         n_pad = real.numel() - int(real.sum())
-        varlen = varlen and one_run_per_row(real)
         return Packing(real, varlen) if varlen or n_pad >= MIN_PAD_FRACTION * real.numel() else None
 
     def pack(self, x: Tensor) -> Tensor:
@@ -65,10 +65,15 @@ def sequences(real: Tensor) -> Tuple[Tensor, int]:
     return F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0)), real.size(1)  # (B + 1,), T
 
 
+def real_after_pad(real: Tensor) -> Tensor:
+    """(B, T - 1): True where a real token follows a pad in real (B, T)."""
+    return real[:, 1:] & ~real[:, :-1]
+
+
 def one_run_per_row(real: Tensor) -> bool:
     """Whether each row's real tokens (B, T) stand side by side: left- or right-padded, no pad
     between two real tokens (fairseq pads so), as attention on the packed rows needs."""
-    starts = real[:, :1].int() + (real[:, 1:] & ~real[:, :-1]).sum(dim=1, keepdim=True)  # (B, 1) runs begun
+    starts = real[:, :1].int() + real_after_pad(real).sum(dim=1, keepdim=True)  # (B, 1) runs begun
     return bool((starts <= 1).all())
 
 
@@ -82,12 +87,21 @@ def padded(x: Tensor, packing: Optional[Packing]) -> Tensor:
     return x if packing is None else packing.unpack(x)
 
 
+def source_packing(real: Tensor, enabled: bool, varlen: bool = False) -> Optional[Packing]:
+    """The Packing of an encoder input's real tokens (B, S) when enabled (training) and worth it;
+    with varlen only for rows whose real tokens stand side by side (else attention unpacks)."""
+    if not enabled:
+        return None
+    return Packing.of(real, True, varlen and one_run_per_row(real))
+
+
 def target_packing(tokens: Tensor, pad: int, enabled: bool, varlen: bool = False) -> Optional[Packing]:
     """The Packing of a decoder input (B, T) when enabled (training) and every row is
-    right-padded, so that causal attention hides every pad from the real positions; None for
-    left-padded targets (a real query would see the pads before it), or when not worth it."""
+    right-padded, so that causal attention hides every pad from the real positions (and each
+    row's real tokens stand side by side, as varlen needs); None for left-padded targets (a real
+    query would see the pads before it), or when not worth it."""
     if not enabled:
         return None
     real = tokens.ne(pad)  # (B, T)
-    right_padded = not (real[:, 1:] & ~real[:, :-1]).any()  # no real token after a pad
+    right_padded = not real_after_pad(real).any()  # no real token after a pad
     return Packing.of(real, right_padded, varlen)

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
 from attn_only_plugin.modules import varlen
-from attn_only_plugin.modules.packing import Packing, one_run_per_row, target_packing
+from attn_only_plugin.modules.packing import Packing, one_run_per_row, source_packing, target_packing
 from helpers import build_model, make_dictionary, random_batch
 
 
@@ -46,13 +46,13 @@ def test_one_run_per_row():
     assert one_run_per_row(torch.tensor([[False, True, True], [True, True, False], [True, True, True]]))
     assert not one_run_per_row(torch.tensor([[True, False, True]]))  # a pad between real tokens
     real = torch.tensor([[True, False, True], [True, True, True]])
-    assert Packing.of(real, True, varlen=True).varlen is False  # packs, attention unpacks
+    assert source_packing(real, True, varlen=True).varlen is False  # packs, attention unpacks
 
 
 def test_varlen_packs_without_pads_and_only_in_training():
     real = torch.ones(2, 4, dtype=torch.bool)
-    assert Packing.of(real, True) is None and Packing.of(real, True, varlen=True).varlen
-    assert Packing.of(real, False, varlen=True) is None
+    assert Packing.of(real, True) is None and source_packing(real, True, varlen=True).varlen
+    assert source_packing(real, False, varlen=True) is None
     tokens = torch.tensor([[5, 6, 1], [5, 1, 1]])  # right-padded, pad = 1
     assert target_packing(tokens, 1, True, varlen=True).varlen
 
