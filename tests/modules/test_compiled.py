@@ -30,32 +30,34 @@ def loss_and_grads(model, d, batches):
 
 
 def test_compiled_layers_give_eager_losses_and_gradients(monkeypatch):
-    monkeypatch.setattr(inductor_config, "fallback_random", True)  # dropout from eager's generator
-    torch._dynamo.reset()
-    d = make_dictionary(30)
-    eager = build_model(d, dropout=0.1)
-    fast = build_model(d, dropout=0.1, compile_layers=True)
-    assert fast.state_dict().keys() == eager.state_dict().keys()
-    fast.load_state_dict(eager.state_dict())
-    # two shapes: the second makes torch.compile recompile with dynamic sizes
-    batches = [random_batch(d, B=3, S=7, T=6, seed=0), random_batch(d, B=4, S=9, T=5, seed=1)]
-    calls = []
-    original = compiled.layer_to_run
+    # dropout from eager's generator, set through the config's own patch, which puts the config back
+    # whole (monkeypatch's undo does not: later compilations in the same process would miss the key)
+    with inductor_config.patch(fallback_random=True):
+        torch._dynamo.reset()
+        d = make_dictionary(30)
+        eager = build_model(d, dropout=0.1)
+        fast = build_model(d, dropout=0.1, compile_layers=True)
+        assert fast.state_dict().keys() == eager.state_dict().keys()
+        fast.load_state_dict(eager.state_dict())
+        # two shapes: the second makes torch.compile recompile with dynamic sizes
+        batches = [random_batch(d, B=3, S=7, T=6, seed=0), random_batch(d, B=4, S=9, T=5, seed=1)]
+        calls = []
+        original = compiled.layer_to_run
 
-    def spy(layer, table, training):
-        chosen = original(layer, table, training)
-        calls.append(chosen is not layer)
-        return chosen
+        def spy(layer, table, training):
+            chosen = original(layer, table, training)
+            calls.append(chosen is not layer)
+            return chosen
 
-    monkeypatch.setattr("attn_only_plugin.models.encoder_decoder.layer_to_run", spy)
-    got = loss_and_grads(fast, d, batches)
-    assert calls and all(calls)  # every layer of every step ran compiled
-    want = loss_and_grads(eager, d, batches)
-    for (loss, grads), (loss_ref, grads_ref) in zip(got, want, strict=True):
-        assert abs(loss - loss_ref) < 1e-5 * abs(loss_ref)
-        assert grads.keys() == grads_ref.keys()
-        for name, g in grads.items():
-            torch.testing.assert_close(g, grads_ref[name], rtol=1e-4, atol=1e-6, msg=name)
+        monkeypatch.setattr("attn_only_plugin.models.encoder_decoder.layer_to_run", spy)
+        got = loss_and_grads(fast, d, batches)
+        assert calls and all(calls)  # every layer of every step ran compiled
+        want = loss_and_grads(eager, d, batches)
+        for (loss, grads), (loss_ref, grads_ref) in zip(got, want, strict=True):
+            assert abs(loss - loss_ref) < 1e-5 * abs(loss_ref)
+            assert grads.keys() == grads_ref.keys()
+            for name, g in grads.items():
+                torch.testing.assert_close(g, grads_ref[name], rtol=1e-4, atol=1e-6, msg=name)
 
 
 def test_inference_runs_the_eager_layers():
