@@ -32,6 +32,7 @@ from pathlib import Path
 
 from attn_only_tools.guards.errors import PluginError
 from benchmark_parts.common import BATCH_SIZE, FRESH_SHAPES, PRESETS, SPEED_PATHS, make_batches, pad_share  # noqa: F401
+from benchmark_parts.common import levers as lever_defaults
 from benchmark_parts.generation import generation, importable
 from benchmark_parts.memory import train_memory
 from benchmark_parts.processes import SDPA_BACKENDS, in_process, sdpa_restricted
@@ -361,8 +362,7 @@ def main(argv=None) -> None:
     chosen = dict(compile=a.compile_layers, static_cache=a.static_cache, pad_to=a.pad_to_multiple, half=a.half)
     chosen.update(batched_search=a.batched_search, cuda_graph=a.cuda_graph, varlen=a.varlen_attention)
     chosen.update(graph_search=a.cuda_graph_search, fused_loss=a.fused_softmax_loss)
-    off = dict(compile=None, static_cache=False, pad_to=1, half="float16")  # (True == 1: compared per lever)
-    off.update(batched_search=False, cuda_graph=False, varlen=False, graph_search=False, fused_loss=False)
+    off = dict(lever_defaults({}), compile=None)  # --compile-layers' default None (True == 1: compared per lever)
     levers = {k: v for k, v in chosen.items() if v != off[k]}
     import attn_only_plugin  # noqa: F401  (its one-line errors here too, as in the measuring processes)
 

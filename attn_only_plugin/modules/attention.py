@@ -98,7 +98,7 @@ class MultiHeadAttention(nn.Module):
         self.h, self.d_k, self.d_v, self.dropout = h, d_k, d_v, dropout
         self.apply_during_inference = False  # --retain-dropout (dropout.py)
         self.self_attention, self.cache_key, self.window = self_attention, cache_key, window
-        self.widths = [h * d_k, h * d_k, h * d_v]  # of x W^Q, x W^K, x W^V in the fused projection
+        self.widths = [h * d_k, h * d_k, h * d_v]  # of x W^Q, x W^K, x W^V in the fused projection; [1:] of kv's
         self.relative = RelativePositions(relative, d_k, d_v) if relative else None
         if self_attention:
             self.qkv = nn.Linear(d_model, h * (2 * d_k + d_v))  # [W^Q | W^K | W^V]
@@ -123,8 +123,12 @@ class MultiHeadAttention(nn.Module):
     def project_memory(self, memory: Tensor) -> Tuple[Tensor, Tensor]:
         """Encoder-decoder attention's K W^K and V W^V from the memory (B_s, S, d_model):
         (B_s, h, S, d_k) and (B_s, h, S, d_v)."""
-        k, v = self.kv(memory).split([self.h * self.d_k, self.h * self.d_v], dim=-1)  # (B_s, S, h d_k), (B_s, S, h d_v)
+        k, v = self.memory_projections(memory)  # (B_s, S, h d_k), (B_s, S, h d_v)
         return split_heads(k, self.h), split_heads(v, self.h)
+
+    def memory_projections(self, memory: Tensor) -> Tuple[Tensor, Tensor]:
+        """K W^K and V W^V of memory rows (..., d_model), heads side by side: (..., h d_k), (..., h d_v)."""
+        return self.kv(memory).split(self.widths[1:], dim=-1)
 
     def forward(
         self,
@@ -207,7 +211,7 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.qkv(x).split(self.widths, dim=-1)  # x W^Q, x W^K, x W^V: (N, h d)
         else:
             q = self.q(x)  # x W^Q: (N, h d_k)
-            k, v = self.kv(keys.pack(memory)).split([self.h * self.d_k, self.h * self.d_v], dim=-1)  # (N_s, h d)
+            k, v = self.memory_projections(keys.pack(memory))  # (N_s, h d_k), (N_s, h d_v)
         q, k, v = (t.unflatten(-1, (self.h, -1)) for t in (q, k, v))  # (N, h, d_k), (N_s, h, d_k), (N_s, h, d_v)
         y = varlen.packed_attention(q, k, v, packing, keys, causal)  # Eq. (1) per sentence and head: (N, h, d_v)
         return self.out(y.flatten(1))  # (N, h d_v) Concat(head_1, ..., head_h) W^O: (N, d_model)

@@ -42,8 +42,10 @@ class Packing:
         which the caller asks only where each row's real tokens stand side by side."""
         if not enabled or real.numel() == 0:
             return None
+        if varlen:  # no count of the pads: one host read fewer
+            return Packing(real, varlen)
         n_pad = real.numel() - int(real.sum())
-        return Packing(real, varlen) if varlen or n_pad >= MIN_PAD_FRACTION * real.numel() else None
+        return Packing(real) if n_pad >= MIN_PAD_FRACTION * real.numel() else None
 
     def pack(self, x: Tensor) -> Tensor:
         """(B, T, D) -> (N, D): the real rows."""
