@@ -25,6 +25,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import attn_only_plugin  # noqa: F401  (registers everything)
 from attn_only_plugin.guards.save_dir import LOCK_NAME
@@ -138,6 +139,20 @@ def full_lprobs(model, src, prev):
     enc = model.encoder(src)
     out, _ = model.decoder(prev, encoder_out=enc)
     return torch.log_softmax(out, -1)  # (B, T, V)
+
+
+def reference_varlen(q, k, v, queries, keys, causal):
+    """What modules/varlen.py's kernel computes, for a CPU: per row b, its packed queries against
+    its packed keys (N, h, d)."""
+    (cu_q, _), (cu_k, _) = queries.sequences, keys.sequences
+    out = []
+    for b in range(len(cu_q) - 1):
+        qb, kb, vb = (
+            t[int(lo) : int(hi)].transpose(0, 1)
+            for t, lo, hi in ((q, *cu_q[b : b + 2]), (k, *cu_k[b : b + 2]), (v, *cu_k[b : b + 2]))
+        )
+        out.append(F.scaled_dot_product_attention(qb, kb, vb, is_causal=causal).transpose(0, 1))  # (n_b, h, d_v)
+    return torch.cat(out)  # (N, h, d_v)
 
 
 def check_cached_decoding(model, dictionary):

@@ -508,22 +508,14 @@ def test_varlen_check_compares_the_packed_and_padded_paths(script, monkeypatch):
     """--varlen-attention's check in the benchmark: with a CPU reference of the kernel, every
     attention call of the packed pass takes it, the two passes agree, and the model comes back as
     it was (dropout rates, the lever on, no gradients)."""
-    import torch
-    import torch.nn.functional as F
-
     script("benchmark")
     from attn_only_plugin.modules import varlen
     from benchmark_parts.common import build_pair, make_batches
     from benchmark_parts.training import varlen_check
-
-    def reference(q, k, v, queries, keys, causal):  # per sentence: its packed queries against its keys
-        (cu_q, _), (cu_k, _) = queries.sequences, keys.sequences
-        rows = zip(cu_q[:-1].tolist(), cu_q[1:].tolist(), cu_k[:-1].tolist(), cu_k[1:].tolist(), strict=True)
-        heads = [(q[a:b].transpose(0, 1), k[c:e].transpose(0, 1), v[c:e].transpose(0, 1)) for a, b, c, e in rows]
-        return torch.cat([F.scaled_dot_product_attention(*t, is_causal=causal).transpose(0, 1) for t in heads])
+    from helpers import reference_varlen
 
     monkeypatch.setattr(varlen, "kernel_runs", lambda x: True)
-    monkeypatch.setattr(varlen, "KERNEL", reference)
+    monkeypatch.setattr(varlen, "KERNEL", reference_varlen)
     shape = dict(d_model=32, d_ff=64, heads=4, layers=2, vocab=50, levers={"varlen": True})
     _, ours, d = build_pair(shape)
     ours.train()
@@ -533,5 +525,5 @@ def test_varlen_check_compares_the_packed_and_padded_paths(script, monkeypatch):
     assert check["loss_relative_difference"] < 1e-6 and check["gradient_relative_difference_max"] < 1e-4
     assert [m.p for m in ours.modules() if hasattr(m, "apply_during_inference") and hasattr(m, "p")] == rates
     assert 0.1 in rates
-    assert ours.encoder.varlen and ours.decoder.varlen and varlen.KERNEL is reference
+    assert ours.encoder.varlen and ours.decoder.varlen and varlen.KERNEL is reference_varlen
     assert all(p.grad is None for p in ours.parameters())

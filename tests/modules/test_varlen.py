@@ -6,25 +6,11 @@ against the padded path."""
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
 from attn_only_plugin.modules import varlen
 from attn_only_plugin.modules.packing import Packing, one_run_per_row, source_packing, target_packing
-from helpers import build_model, make_dictionary, random_batch
-
-
-def reference_varlen(q, k, v, queries, keys, causal):
-    """What the kernel computes: per row b, its packed queries against its packed keys (N, h, d)."""
-    (cu_q, _), (cu_k, _) = queries.sequences, keys.sequences
-    out = []
-    for b in range(len(cu_q) - 1):
-        qb, kb, vb = (
-            t[int(lo) : int(hi)].transpose(0, 1)
-            for t, lo, hi in ((q, *cu_q[b : b + 2]), (k, *cu_k[b : b + 2]), (v, *cu_k[b : b + 2]))
-        )
-        out.append(F.scaled_dot_product_attention(qb, kb, vb, is_causal=causal).transpose(0, 1))  # (n_b, h, d_v)
-    return torch.cat(out)  # (N, h, d_v)
+from helpers import build_model, make_dictionary, random_batch, reference_varlen
 
 
 @pytest.fixture
