@@ -199,7 +199,8 @@ def run_row(name, preset, device, folder, seconds_left):
 
 def cells(row) -> list:
     """A row's table cells: ours, built-in, ratio (per repeat), peak memory, and for generation the
-    identical hypotheses, for --varlen-attention its check (packed against padded path, one batch)."""
+    identical hypotheses, for --varlen-attention its check (packed against padded path, one batch),
+    for the compiled levers what torch.compile made."""
     if row["status"] != "ok":
         return [row["status"]] + [""] * 4
     r = row["result"]
@@ -212,7 +213,7 @@ def cells(row) -> list:
             f"{theirs['tokens_per_s']:.0f}",
             f"{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}x ({ratios})",
             f"{ours['peak_mib']:.0f} / {theirs['peak_mib']:.0f} MiB",
-            varlen_cell(ours.get("varlen_check")),
+            "; ".join(filter(None, (varlen_cell(ours.get("varlen_check")), compile_cell(ours.get("torch_compile"))))),
         ]
     ratios = ", ".join(f"{x:.2f}" for x in g["ratio_per_repeat"])
     return [
@@ -232,6 +233,17 @@ def varlen_cell(check) -> str:
     return (
         f"varlen check: loss {check['loss_relative_difference']:.1e} apart, gradients "
         f"{check['gradient_relative_difference_max']:.1e}, {check['packed_attention_calls']} packed calls"
+    )
+
+
+def compile_cell(report) -> str:
+    """What torch.compile made of ours in a row (benchmark_parts.training.compile_report) in a few
+    words; "" where nothing was compiled."""
+    if not report:
+        return ""
+    return (
+        f"compile: {report['graphs']} graphs, {report['graph_breaks']} graph breaks, "
+        f"{report['recompile_limit_hits']} recompile limits hit"
     )
 
 

@@ -76,8 +76,8 @@ def uniform_int32(shape) -> Tensor:
     """Independent uniform int32 draws of `shape` on the CPU: 64-bit words from torch's default
     generator, each split in two."""
     n = torch.Size(shape).numel()
-    words = torch.empty((n + 1) // 2, dtype=torch.int64)
-    words.random_(-(2**63), 2**63 - 1)  # all 64 bits (the top value excluded)
+    # all 64 bits (the top value excluded); out of place, which torch.compile traces (random_ it cannot)
+    words = torch.randint(-(2**63), 2**63 - 1, ((n + 1) // 2,), dtype=torch.int64)
     if torch.compiler.is_compiling():  # torch.compile (compiled.py) cannot view int64 as int32: the same
         # values by shifts, low half then high half of each word, as int64: (n,)
         return torch.stack([(words << 32) >> 32, words >> 32], dim=-1).flatten()[:n].view(shape)

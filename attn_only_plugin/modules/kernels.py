@@ -11,6 +11,12 @@ seen before: 96k against 91k tokens/s); beam search, whose keys grow by one each
 shapes too. So on CUDA ours asks for the other fused kernels and keeps cuDNN's only where nothing
 else is allowed; whatever torch.backends.cuda allows stays the set it picks from (a restriction a
 user or `benchmarks/benchmark.py --sdpa-backends` makes is kept). On a CPU nothing changes.
+
+Under torch.compile (compiled.py) the choice is read once, when a layer is traced, and kept in its
+graph: reading torch.backends.cuda's switches inside the graph would break it at every attention
+call (they return Python bools, which torch.compile cannot trace), and a layer broken into pieces
+is recompiled per piece until torch.compile's recompile limit sends it back to eager. So a switch
+changed after the first compiled step is not seen by the compiled layers.
 """
 
 from typing import List, Optional
@@ -36,18 +42,26 @@ def preferred_backends(cudnn: bool, flash: bool, efficient: bool, math: bool) ->
     return [backend for backend, allowed in named if allowed]
 
 
+def chooses_kernel(q: Tensor) -> bool:
+    """Whether ours chooses the kernel for q: on CUDA, with a torch that has cuDNN's. Tests put
+    their own rule here."""
+    return q.is_cuda and HAS_CUDNN_KERNEL
+
+
+@torch.compiler.assume_constant_result
+def allowed_backends() -> Optional[List[SDPBackend]]:
+    """preferred_backends of the kernels torch.backends.cuda allows now; a constant to
+    torch.compile (module docstring)."""
+    cuda = torch.backends.cuda
+    return preferred_backends(
+        cuda.cudnn_sdp_enabled(), cuda.flash_sdp_enabled(), cuda.mem_efficient_sdp_enabled(), cuda.math_sdp_enabled()
+    )
+
+
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, dropout_p: float = 0.0) -> Tensor:
     """F.scaled_dot_product_attention(q, k, v, mask, dropout_p), on CUDA without cuDNN's kernel
     where another is allowed (the module docstring says why). (B, h, T, d_v)."""
-    backends = None
-    if q.is_cuda and HAS_CUDNN_KERNEL:
-        cuda = torch.backends.cuda
-        backends = preferred_backends(
-            cuda.cudnn_sdp_enabled(),
-            cuda.flash_sdp_enabled(),
-            cuda.mem_efficient_sdp_enabled(),
-            cuda.math_sdp_enabled(),
-        )
+    backends = allowed_backends() if chooses_kernel(q) else None
     if backends is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     with sdpa_kernel(backends):

@@ -48,6 +48,14 @@ def table(r) -> str:
             else "not known without the device's peak (--peak-tflops)"
         )
         lines.append(f"training model FLOPs utilisation: {mfu}")
+        if "torch_compile" in t["ours"]:
+            c = t["ours"]["torch_compile"]
+            reasons = "; ".join(f"{n} x {reason}" for reason, n in c["graph_break_reasons"].items())
+            lines.append(
+                f"torch.compile, ours: {c['graphs']} graphs, {c['graph_breaks']} graph breaks"
+                + (f" ({reasons})" if reasons else "")
+                + f", {c['recompile_limit_hits']} recompile limits hit"
+            )
         if "peak_mib_checkpointed" in t["ours"]:
             lines.append(
                 f"training peak memory, ours with --checkpoint-activations: "

@@ -143,6 +143,26 @@ def varlen_check(model, b, device, amp, pad, dtype):
     )
 
 
+def compile_report() -> dict:
+    """What torch.compile made in this process (ours's layers with --compile-layers, its loss's
+    chunk functions with --fused-softmax-loss on CUDA; the built-in is never compiled): the graphs
+    traced, the graph breaks by reason (the reason's first line), and the frames that hit the
+    recompile limit and so run eagerly from then on. A layer that breaks or hits the limit loses
+    what compiling it was for."""
+    from torch._dynamo.utils import counters
+
+    breaks = {}
+    for reason, n in counters["graph_break"].items():
+        breaks[reason.splitlines()[0]] = breaks.get(reason.splitlines()[0], 0) + n
+    limits = sum(n for reason, n in counters["unimplemented"].items() if "recompile limit" in reason.lower())
+    return dict(
+        graphs=counters["stats"]["unique_graphs"],
+        graph_breaks=sum(breaks.values()),
+        graph_break_reasons=breaks,
+        recompile_limit_hits=limits,
+    )
+
+
 def step_batches(d, device, batch_size, batching, n_steps):
     """Each model's batches, step k taking batch k modulo their number: the same 4 for both, or
     with "fresh" batching one per step, each of a new shape, and other shapes for each model (so
@@ -220,6 +240,8 @@ def train_speed(
     }
     if check:
         result["ours"]["varlen_check"] = check
+    if levers(shape)["compile"] or levers(shape)["fused_loss"]:
+        result["ours"]["torch_compile"] = compile_report()
     done = warmup + repeats * updates  # the profiled steps go on through the same batches
     for name, step in steps.items() if profile else ():
         result[name]["profile"] = profiled(

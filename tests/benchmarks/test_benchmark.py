@@ -527,3 +527,39 @@ def test_varlen_check_compares_the_packed_and_padded_paths(script, monkeypatch):
     assert 0.1 in rates
     assert ours.encoder.varlen and ours.decoder.varlen and varlen.KERNEL is reference_varlen
     assert all(p.grad is None for p in ours.parameters())
+
+
+def test_compile_report_says_what_torch_compile_made(script):
+    """The compiled levers' line: graphs, graph breaks by reason, frames sent back to eager by the
+    recompile limit, counted by torch.compile itself (here a function that breaks once: two graphs)."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    script("benchmark")
+    from benchmark_parts.report import table
+    from benchmark_parts.training import compile_report
+
+    def breaks_once(x):
+        x = x + 1
+        torch._dynamo.graph_break()
+        return x * 2
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.compile(breaks_once, backend="eager")(torch.ones(3))
+    made = compile_report()
+    assert made["graphs"] == 2 and made["graph_breaks"] == 1 and made["recompile_limit_hits"] == 0
+    (reason,) = made["graph_break_reasons"]
+    ours = dict(tokens_per_s=2.0, peak_mib=1.0, flops_per_s=1e9, step_ms=1.0, optimizer_ms=0.1, mfu=None)
+    ours.update(pad_share=dict(src=0.0, tgt=0.0), optimizer="paper_adam", torch_compile=made)
+    theirs = dict(ours, optimizer="adam")
+    r = dict(preset="tiny", shape={}, device="cpu", amp=False, batching="random", batch_size=4)
+    text = table(dict(r, training=dict(ours=ours, fairseq=theirs), generation=None))
+    assert f"torch.compile, ours: 2 graphs, 1 graph breaks (1 x {reason}), 0 recompile limits hit" in text
+    scale = torch.compile(lambda x, k: x * k, backend="eager")
+    with torch._dynamo.config.patch(recompile_limit=1, automatic_dynamic_shapes=False):
+        for k in (2, 3, 4):  # a constant each: the second is past the limit, and the frame runs eagerly since
+            scale(torch.ones(3), k)
+    assert compile_report()["recompile_limit_hits"] == 1
+    torch._dynamo.reset()
+    counters.clear()

@@ -1,12 +1,16 @@
 """torch.compile of the layers (modules/compiled.py, --compile-layers): the compiled training step
 gives eager's loss and gradients to float rounding (dropout on, drawn from eager's generator),
-the parameters and checkpoints are the eager model's, and inference runs the eager layers."""
+the parameters and checkpoints are the eager model's, inference runs the eager layers, and each
+layer is traced whole on the paths a GPU takes."""
 
+import pytest
 import torch
 import torch._inductor.config as inductor_config
+import torch.nn.functional as F
+from torch._dynamo.utils import counters
 
 from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
-from attn_only_plugin.modules import compiled
+from attn_only_plugin.modules import compiled, kernels, varlen
 from helpers import build_model, make_dictionary, random_batch
 
 
@@ -69,3 +73,46 @@ def test_inference_runs_the_eager_layers():
     with torch.no_grad():
         assert compiled.layer_to_run(layer, model.encoder.compiled, training=True) is layer
     assert build_model(d).encoder.compiled == {}  # off by default
+
+
+def traceable_varlen(q, k, v, queries, keys, causal):
+    """varlen.py's kernel's maths without a host read (helpers.reference_varlen loops over the
+    rows, which torch.compile cannot trace): each packed row's sentence from the offsets, attention
+    within a sentence, causal by the positions inside it. (N, h, d_v)."""
+    (cu_q, _), (cu_k, _) = queries.sequences, keys.sequences
+    rows_q, rows_k = torch.arange(q.size(0)), torch.arange(k.size(0))
+    seq_q = torch.bucketize(rows_q, cu_q[1:], right=True)  # (N,) each query row's sentence
+    seq_k = torch.bucketize(rows_k, cu_k[1:], right=True)  # (N_s,)
+    mask = seq_q[:, None] == seq_k[None, :]  # (N, N_s)
+    if causal:
+        mask &= (rows_q - cu_q[seq_q])[:, None] >= (rows_k - cu_k[seq_k])[None, :]
+    q, k, v = (t.transpose(0, 1) for t in (q, k, v))  # (h, N, d_k)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(0, 1)  # (N, h, d_v)
+
+
+@pytest.mark.parametrize("varlen_attention", [False, True])
+def test_each_layer_is_one_graph_on_the_gpu_paths(monkeypatch, varlen_attention):
+    """On CUDA, ours picks the attention kernel from torch.backends.cuda (kernels.py) and, with
+    --varlen-attention, runs attention on the packed rows: neither may break a compiled layer into
+    pieces (each piece would be recompiled for each layer until torch.compile gives up and runs it
+    eagerly). Three batch shapes: one graph per layer kind and shape kind (static, then dynamic)."""
+    monkeypatch.setattr(kernels, "chooses_kernel", lambda q: True)  # the CUDA branch, on the CPU
+    monkeypatch.setattr(varlen, "kernel_runs", lambda x: True)
+    monkeypatch.setattr(varlen, "KERNEL", traceable_varlen)
+    graphs = []  # torch.compile's tracing, without a compiler: each graph kept and run as traced
+
+    def keep(graph, example_inputs):
+        graphs.append(str(graph.graph))
+        return graph.forward
+
+    monkeypatch.setattr(compiled, "BACKEND", keep)
+    torch._dynamo.reset()
+    counters.clear()
+    d = make_dictionary(30)
+    model = build_model(d, dropout=0.1, compile_layers=True, varlen_attention=varlen_attention)
+    shapes = [dict(B=3, S=7, T=6, seed=0), dict(B=4, S=9, T=5, seed=1), dict(B=2, S=5, T=8, seed=2)]
+    losses = loss_and_grads(model, d, [random_batch(d, **shape) for shape in shapes])
+    assert all(torch.isfinite(torch.tensor(loss)) for loss, _ in losses)
+    assert dict(counters["graph_break"]) == {}
+    assert len(graphs) == 4  # encoder and decoder layer, static and dynamic sizes
+    assert all(("bucketize" in graph) == varlen_attention for graph in graphs)  # the packed path where asked
