@@ -243,7 +243,7 @@ def compile_cell(report) -> str:
         return ""
     return (
         f"compile: {report['graphs']} graphs, {report['graph_breaks']} graph breaks, "
-        f"{report['recompile_limit_hits']} recompile limits hit"
+        f"{report['recompile_limit_hits']} recompile limits hit, {report['frames_left_eager']} frames left eager"
     )
 
 

@@ -54,7 +54,7 @@ def table(r) -> str:
             lines.append(
                 f"torch.compile, ours: {c['graphs']} graphs, {c['graph_breaks']} graph breaks"
                 + (f" ({reasons})" if reasons else "")
-                + f", {c['recompile_limit_hits']} recompile limits hit"
+                + f", {c['recompile_limit_hits']} recompile limits hit, {c['frames_left_eager']} frames left eager"
             )
         if "peak_mib_checkpointed" in t["ours"]:
             lines.append(

@@ -143,23 +143,32 @@ def varlen_check(model, b, device, amp, pad, dtype):
     )
 
 
+LIMIT_WORDS = ("recompile limit", "recompile_limit", "cache size limit", "cache_size_limit")
+
+
 def compile_report() -> dict:
     """What torch.compile made in this process (ours's layers with --compile-layers, its loss's
     chunk functions with --fused-softmax-loss on CUDA; the built-in is never compiled): the graphs
-    traced, the graph breaks by reason (the reason's first line), and the frames that hit the
-    recompile limit and so run eagerly from then on. A layer that breaks or hits the limit loses
-    what compiling it was for."""
+    traced, the graph breaks by reason (the reason's first line), the frames that hit the recompile
+    limit, and the frames it tried and left to run eagerly. A layer that breaks or hits the limit
+    loses what compiling it was for. Where torch records a limit hit has moved between releases
+    (as "unimplemented", as a graph break, under a category of its own): the category that counts
+    the most of them."""
     from torch._dynamo.utils import counters
 
     breaks = {}
     for reason, n in counters["graph_break"].items():
         breaks[reason.splitlines()[0]] = breaks.get(reason.splitlines()[0], 0) + n
-    limits = sum(n for reason, n in counters["unimplemented"].items() if "recompile limit" in reason.lower())
+    limits = [
+        sum(n for key, n in keyed.items() if any(w in f"{category} {key}".lower() for w in LIMIT_WORDS))
+        for category, keyed in counters.items()
+    ]
     return dict(
         graphs=counters["stats"]["unique_graphs"],
         graph_breaks=sum(breaks.values()),
         graph_break_reasons=breaks,
-        recompile_limit_hits=limits,
+        recompile_limit_hits=max(limits, default=0),
+        frames_left_eager=counters["frames"]["total"] - counters["frames"]["ok"],
     )
 
 

@@ -55,8 +55,10 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
     assert "varlen check: loss 0.0e+00 apart" in r["table"]
     # what torch.compile made of ours's layers: whole layers, none sent back to eager
     made = r["rows"]["train_bucket_compile_fresh"]["result"]["training"]["ours"]["torch_compile"]
-    assert made["graphs"] > 0 and made["graph_breaks"] == made["recompile_limit_hits"] == 0
-    assert f"compile: {made['graphs']} graphs, 0 graph breaks, 0 recompile limits hit" in r["table"]
+    assert made["graphs"] > 0 and made["graph_breaks"] == made["recompile_limit_hits"] == made["frames_left_eager"] == 0
+    assert (
+        f"compile: {made['graphs']} graphs, 0 graph breaks, 0 recompile limits hit, 0 frames left eager" in r["table"]
+    )
     for name, row in r["rows"].items():
         result = row["result"]
         if name.startswith("train"):
