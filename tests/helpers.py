@@ -155,6 +155,21 @@ def reference_varlen(q, k, v, queries, keys, causal):
     return torch.cat(out)  # (N, h, d_v)
 
 
+def traceable_varlen(q, k, v, queries, keys, causal):
+    """varlen.py's kernel's maths without a host read (reference_varlen loops over the
+    rows, which torch.compile cannot trace): each packed row's sentence from the offsets, attention
+    within a sentence, causal by the positions inside it. (N, h, d_v)."""
+    (cu_q, _), (cu_k, _) = queries.sequences, keys.sequences
+    rows_q, rows_k = torch.arange(q.size(0)), torch.arange(k.size(0))
+    seq_q = torch.bucketize(rows_q, cu_q[1:], right=True)  # (N,) each query row's sentence
+    seq_k = torch.bucketize(rows_k, cu_k[1:], right=True)  # (N_s,)
+    mask = seq_q[:, None] == seq_k[None, :]  # (N, N_s)
+    if causal:
+        mask &= (rows_q - cu_q[seq_q])[:, None] >= (rows_k - cu_k[seq_k])[None, :]
+    q, k, v = (t.transpose(0, 1) for t in (q, k, v))  # (h, N, d_k)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(0, 1)  # (N, h, d_v)
+
+
 def check_cached_decoding(model, dictionary):
     src, prev = random_batch(dictionary, B=4)
     beam = torch.tensor([0, 0, 2, 2])  # 2 sentences x beam 2: each hypothesis starts from its sentence

@@ -108,18 +108,25 @@ def varlen_check(model, b, device, amp, pad, dtype):
     packed rows and on the padded path, dropout off (the same function: they differ by the half
     dtype's rounding only). The losses, their relative difference, the largest relative difference
     of a parameter's gradient (by its norm) and how many attention calls took the packed path (3
-    per layer pair when the kernel runs; 0 where it cannot, e.g. on a CPU)."""
+    per layer pair when the kernel runs; 0 where it cannot, e.g. on a CPU). With --compile-layers
+    the check runs the eager layers: it checks the kernel, and torch.compile would treat its
+    counting of the calls, its dropout off and its padded pass as new code to compile for each
+    layer, past its recompile limit, which would leave the timed steps' layers eager."""
 
     from attn_only_plugin.modules import varlen
     from attn_only_plugin.modules.dropout import Dropout
 
     drops = [m for m in model.modules() if isinstance(m, Dropout)]
     rates, kernel, calls = [m.p for m in drops], varlen.KERNEL, []
+    stacks = (model.encoder, model.decoder)
+    compiled = [stack.compiled for stack in stacks]
     varlen.KERNEL = lambda *args: calls.append(1) or kernel(*args)
     losses, grads = {}, {}
     try:
         for m in drops:
             m.p = 0.0
+        for stack in stacks:
+            stack.compiled = {}  # no compiled layer to run: the eager ones (models/encoder_decoder.py)
         for path, on in (("packed", True), ("padded", False)):
             model.encoder.varlen = model.decoder.varlen = on
             model.zero_grad()
@@ -131,6 +138,8 @@ def varlen_check(model, b, device, amp, pad, dtype):
         for m, rate in zip(drops, rates, strict=True):
             m.p = rate
         model.encoder.varlen = model.decoder.varlen = True
+        for stack, table in zip(stacks, compiled, strict=True):
+            stack.compiled = table
         varlen.KERNEL = kernel
         model.zero_grad()
     apart = [float((g - h).norm() / h.norm().clamp(min=1e-30)) for g, h in zip(*grads.values(), strict=True)]

@@ -6,12 +6,11 @@ layer is traced whole on the paths a GPU takes."""
 import pytest
 import torch
 import torch._inductor.config as inductor_config
-import torch.nn.functional as F
 from torch._dynamo.utils import counters
 
 from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
 from attn_only_plugin.modules import compiled, kernels, varlen
-from helpers import build_model, make_dictionary, random_batch
+from helpers import build_model, make_dictionary, random_batch, traceable_varlen
 
 
 def loss_and_grads(model, d, batches):
@@ -73,21 +72,6 @@ def test_inference_runs_the_eager_layers():
     with torch.no_grad():
         assert compiled.layer_to_run(layer, model.encoder.compiled, training=True) is layer
     assert build_model(d).encoder.compiled == {}  # off by default
-
-
-def traceable_varlen(q, k, v, queries, keys, causal):
-    """varlen.py's kernel's maths without a host read (helpers.reference_varlen loops over the
-    rows, which torch.compile cannot trace): each packed row's sentence from the offsets, attention
-    within a sentence, causal by the positions inside it. (N, h, d_v)."""
-    (cu_q, _), (cu_k, _) = queries.sequences, keys.sequences
-    rows_q, rows_k = torch.arange(q.size(0)), torch.arange(k.size(0))
-    seq_q = torch.bucketize(rows_q, cu_q[1:], right=True)  # (N,) each query row's sentence
-    seq_k = torch.bucketize(rows_k, cu_k[1:], right=True)  # (N_s,)
-    mask = seq_q[:, None] == seq_k[None, :]  # (N, N_s)
-    if causal:
-        mask &= (rows_q - cu_q[seq_q])[:, None] >= (rows_k - cu_k[seq_k])[None, :]
-    q, k, v = (t.transpose(0, 1) for t in (q, k, v))  # (h, N, d_k)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(0, 1)  # (N, h, d_v)
 
 
 @pytest.mark.parametrize("varlen_attention", [False, True])
