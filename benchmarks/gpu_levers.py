@@ -30,6 +30,7 @@ from pathlib import Path
 from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import install_excepthook
 from benchmark_parts.profile import CATEGORIES
+from benchmark_parts.report import describe_compile
 
 HERE = Path(__file__).resolve().parent
 
@@ -208,12 +209,15 @@ def cells(row) -> list:
     if t:
         ours, theirs = t["ours"], t["fairseq"]
         ratios = ", ".join(f"{x:.2f}" for x in t["ratio_per_repeat"])
+        checks = [varlen_cell(ours.get("varlen_check"))]
+        if "torch_compile" in ours:
+            checks.append("compile: " + describe_compile(ours["torch_compile"]))
         return [
             f"{ours['tokens_per_s']:.0f} tokens/s",
             f"{theirs['tokens_per_s']:.0f}",
             f"{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}x ({ratios})",
             f"{ours['peak_mib']:.0f} / {theirs['peak_mib']:.0f} MiB",
-            "; ".join(filter(None, (varlen_cell(ours.get("varlen_check")), compile_cell(ours.get("torch_compile"))))),
+            "; ".join(filter(None, checks)),
         ]
     ratios = ", ".join(f"{x:.2f}" for x in g["ratio_per_repeat"])
     return [
@@ -233,17 +237,6 @@ def varlen_cell(check) -> str:
     return (
         f"varlen check: loss {check['loss_relative_difference']:.1e} apart, gradients "
         f"{check['gradient_relative_difference_max']:.1e}, {check['packed_attention_calls']} packed calls"
-    )
-
-
-def compile_cell(report) -> str:
-    """What torch.compile made of ours in a row (benchmark_parts.training.compile_report) in a few
-    words; "" where nothing was compiled."""
-    if not report:
-        return ""
-    return (
-        f"compile: {report['graphs']} graphs, {report['graph_breaks']} graph breaks, "
-        f"{report['recompile_limit_hits']} recompile limits hit, {report['frames_left_eager']} frames left eager"
     )
 
 

@@ -107,3 +107,17 @@ def cli():
         return subprocess.run([*command(name), *argv], capture_output=True, text=True, env=env, timeout=600)
 
     return run
+
+
+@pytest.fixture
+def dynamo_counters():
+    """torch.compile's counters (torch._dynamo.utils.counters), its caches and counts emptied
+    before and after the test: the counts are the test's own, and no later test meets its graphs."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    yield counters
+    torch._dynamo.reset()
+    counters.clear()

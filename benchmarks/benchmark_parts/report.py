@@ -49,13 +49,7 @@ def table(r) -> str:
         )
         lines.append(f"training model FLOPs utilisation: {mfu}")
         if "torch_compile" in t["ours"]:
-            c = t["ours"]["torch_compile"]
-            reasons = "; ".join(f"{n} x {reason}" for reason, n in c["graph_break_reasons"].items())
-            lines.append(
-                f"torch.compile, ours: {c['graphs']} graphs, {c['graph_breaks']} graph breaks"
-                + (f" ({reasons})" if reasons else "")
-                + f", {c['recompile_limit_hits']} recompile limits hit, {c['frames_left_eager']} frames left eager"
-            )
+            lines.append("torch.compile, ours: " + describe_compile(t["ours"]["torch_compile"], reasons=True))
         if "peak_mib_checkpointed" in t["ours"]:
             lines.append(
                 f"training peak memory, ours with --checkpoint-activations: "
@@ -79,3 +73,14 @@ def table(r) -> str:
             if results and "profile" in results[which]:
                 lines.append(f"profile, {part}, {which}: {describe(results[which]['profile'])}")
     return "\n".join(lines)
+
+
+def describe_compile(made, reasons=False) -> str:
+    """What torch.compile made (training.compile_report) in a few words; with `reasons`, the graph
+    breaks' reasons after their count."""
+    why = "; ".join(f"{n} x {reason}" for reason, n in made["graph_break_reasons"].items()) if reasons else ""
+    return (
+        f"{made['graphs']} graphs, {made['graph_breaks']} graph breaks"
+        + (f" ({why})" if why else "")
+        + f", {made['recompile_limit_hits']} recompile limits hit, {made['frames_left_eager']} frames left eager"
+    )

@@ -8,6 +8,7 @@ epsilon) unless --optimizer names one for both.
 """
 
 import time
+from collections import Counter
 
 from .common import build_pair, device_batches, half_dtype, levers, pad_share, rotation, synchronizer
 from .profile import OPTIMIZER_SCOPE, TRAINING_STEPS, profiled, trace_file
@@ -113,33 +114,30 @@ def varlen_check(model, b, device, amp, pad, dtype):
     counting of the calls, its dropout off and its padded pass as new code to compile for each
     layer, past its recompile limit, which would leave the timed steps' layers eager."""
 
+    import torch
+
     from attn_only_plugin.modules import varlen
     from attn_only_plugin.modules.dropout import Dropout
 
     drops = [m for m in model.modules() if isinstance(m, Dropout)]
     rates, kernel, calls = [m.p for m in drops], varlen.KERNEL, []
-    stacks = (model.encoder, model.decoder)
-    compiled = [stack.compiled for stack in stacks]
     varlen.KERNEL = lambda *args: calls.append(1) or kernel(*args)
     losses, grads = {}, {}
     try:
         for m in drops:
             m.p = 0.0
-        for stack in stacks:
-            stack.compiled = {}  # no compiled layer to run: the eager ones (models/encoder_decoder.py)
-        for path, on in (("packed", True), ("padded", False)):
-            model.encoder.varlen = model.decoder.varlen = on
-            model.zero_grad()
-            loss = smoothed_loss(model, b, device, amp, pad, dtype)
-            loss.backward()
-            losses[path] = loss.item()
-            grads[path] = [p.grad.float().clone() for p in model.parameters() if p.grad is not None]
+        with torch.compiler.set_stance("force_eager"):  # compiled layers run as their eager selves
+            for path, on in (("packed", True), ("padded", False)):
+                model.encoder.varlen = model.decoder.varlen = on
+                model.zero_grad()
+                loss = smoothed_loss(model, b, device, amp, pad, dtype)
+                loss.backward()
+                losses[path] = loss.item()
+                grads[path] = [p.grad.float().clone() for p in model.parameters() if p.grad is not None]
     finally:
         for m, rate in zip(drops, rates, strict=True):
             m.p = rate
         model.encoder.varlen = model.decoder.varlen = True
-        for stack, table in zip(stacks, compiled, strict=True):
-            stack.compiled = table
         varlen.KERNEL = kernel
         model.zero_grad()
     apart = [float((g - h).norm() / h.norm().clamp(min=1e-30)) for g, h in zip(*grads.values(), strict=True)]
@@ -165,9 +163,9 @@ def compile_report() -> dict:
     the most of them."""
     from torch._dynamo.utils import counters
 
-    breaks = {}
+    breaks = Counter()
     for reason, n in counters["graph_break"].items():
-        breaks[reason.splitlines()[0]] = breaks.get(reason.splitlines()[0], 0) + n
+        breaks[reason.splitlines()[0]] += n
     limits = [
         sum(n for key, n in keyed.items() if any(w in f"{category} {key}".lower() for w in LIMIT_WORDS))
         for category, keyed in counters.items()
@@ -175,7 +173,7 @@ def compile_report() -> dict:
     return dict(
         graphs=counters["stats"]["unique_graphs"],
         graph_breaks=sum(breaks.values()),
-        graph_break_reasons=breaks,
+        graph_break_reasons=dict(breaks),
         recompile_limit_hits=max(limits, default=0),
         frames_left_eager=counters["frames"]["total"] - counters["frames"]["ok"],
     )

@@ -529,11 +529,10 @@ def test_varlen_check_compares_the_packed_and_padded_paths(script, monkeypatch):
     assert all(p.grad is None for p in ours.parameters())
 
 
-def test_compile_report_says_what_torch_compile_made(script):
+def test_compile_report_says_what_torch_compile_made(script, dynamo_counters):
     """The compiled levers' line: graphs, graph breaks by reason, frames sent back to eager by the
     recompile limit, counted by torch.compile itself (here a function that breaks once: two graphs)."""
     import torch
-    from torch._dynamo.utils import counters
 
     script("benchmark")
     from benchmark_parts.report import table
@@ -544,8 +543,6 @@ def test_compile_report_says_what_torch_compile_made(script):
         torch._dynamo.graph_break()
         return x * 2
 
-    torch._dynamo.reset()
-    counters.clear()
     torch.compile(breaks_once, backend="eager")(torch.ones(3))
     made = compile_report()
     assert made["graphs"] == 2 and made["graph_breaks"] == 1
@@ -563,18 +560,13 @@ def test_compile_report_says_what_torch_compile_made(script):
             scale(torch.ones(3), k)
     made = compile_report()
     assert made["recompile_limit_hits"] == made["frames_left_eager"] == 1
-    torch._dynamo.reset()
-    counters.clear()
 
 
-def test_varlen_check_leaves_the_compiled_layers_whole(script, monkeypatch):
+def test_varlen_check_leaves_the_compiled_layers_whole(script, monkeypatch, dynamo_counters):
     """With --compile-layers the check runs the eager layers, so the timed steps after it run
     compiled: no recompile limit hit, no frame left eager (its counting of the calls, run
     compiled, made torch.compile recompile at every call of a 6-layer stack), the check's counts
     and the compiled layers as before."""
-    import torch
-    from torch._dynamo.utils import counters
-
     script("benchmark")
     from attn_only_plugin.modules import compiled, varlen
     from benchmark_parts.common import build_pair, make_batches
@@ -584,19 +576,15 @@ def test_varlen_check_leaves_the_compiled_layers_whole(script, monkeypatch):
     monkeypatch.setattr(varlen, "kernel_runs", lambda x: True)
     monkeypatch.setattr(varlen, "KERNEL", traceable_varlen)
     monkeypatch.setattr(compiled, "BACKEND", "eager")
-    torch._dynamo.reset()
-    counters.clear()
     shape = dict(d_model=32, d_ff=64, heads=4, layers=6, vocab=50, levers={"varlen": True, "compile": "eager"})
     _, ours, d = build_pair(shape)
     ours.train()
     tables = [ours.encoder.compiled, ours.decoder.compiled]
     batches = make_batches(d, 4, 8)
     assert varlen_check(ours, batches[0], "cpu", False, d.pad(), None)["packed_attention_calls"] == 3 * 6
-    assert counters["stats"]["unique_graphs"] == 0  # nothing compiled by the check
+    assert dynamo_counters["stats"]["unique_graphs"] == 0  # nothing compiled by the check
     assert [ours.encoder.compiled, ours.decoder.compiled] == tables and len(tables[0]) == 6
     for b in batches:
         smoothed_loss(ours, b, "cpu", False, d.pad(), None).backward()
     made = compile_report()
     assert made["graphs"] > 0 and made["graph_breaks"] == made["recompile_limit_hits"] == made["frames_left_eager"] == 0
-    torch._dynamo.reset()
-    counters.clear()

@@ -6,7 +6,6 @@ layer is traced whole on the paths a GPU takes."""
 import pytest
 import torch
 import torch._inductor.config as inductor_config
-from torch._dynamo.utils import counters
 
 from attn_only_plugin.criterions.label_smoothed_ce import label_smoothed_nll_loss, target_lprobs
 from attn_only_plugin.modules import compiled, kernels, varlen
@@ -75,7 +74,7 @@ def test_inference_runs_the_eager_layers():
 
 
 @pytest.mark.parametrize("varlen_attention", [False, True])
-def test_each_layer_is_one_graph_on_the_gpu_paths(monkeypatch, varlen_attention):
+def test_each_layer_is_one_graph_on_the_gpu_paths(monkeypatch, varlen_attention, dynamo_counters):
     """On CUDA, ours picks the attention kernel from torch.backends.cuda (kernels.py) and, with
     --varlen-attention, runs attention on the packed rows: neither may break a compiled layer into
     pieces (each piece would be recompiled for each layer until torch.compile gives up and runs it
@@ -90,13 +89,11 @@ def test_each_layer_is_one_graph_on_the_gpu_paths(monkeypatch, varlen_attention)
         return graph.forward
 
     monkeypatch.setattr(compiled, "BACKEND", keep)
-    torch._dynamo.reset()
-    counters.clear()
     d = make_dictionary(30)
     model = build_model(d, dropout=0.1, compile_layers=True, varlen_attention=varlen_attention)
     shapes = [dict(B=3, S=7, T=6, seed=0), dict(B=4, S=9, T=5, seed=1), dict(B=2, S=5, T=8, seed=2)]
     losses = loss_and_grads(model, d, [random_batch(d, **shape) for shape in shapes])
     assert all(torch.isfinite(torch.tensor(loss)) for loss, _ in losses)
-    assert dict(counters["graph_break"]) == {}
+    assert dict(dynamo_counters["graph_break"]) == {}
     assert len(graphs) == 4  # encoder and decoder layer, static and dynamic sizes
     assert all(("bucketize" in graph) == varlen_attention for graph in graphs)  # the packed path where asked
