@@ -29,7 +29,7 @@ from pathlib import Path
 
 from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import install_excepthook
-from benchmark_parts.profile import CATEGORIES
+from benchmark_parts.profile import CATEGORIES, host_most
 from benchmark_parts.report import describe_compile
 
 HERE = Path(__file__).resolve().parent
@@ -253,8 +253,9 @@ def table(rows) -> str:
 
 def profile_lines(rows) -> list:
     """A Markdown table of the rows' profiles (benchmark.py --profile), one line per model and part:
-    per step (a generation batch) the wall time, the device time by category (ms), the busy fraction
-    and the kernels run; [] when no row has one."""
+    per step (a generation batch) the wall time, the device time by category (ms), the busy fraction,
+    the kernels run, and the host's own time in ops and CUDA calls with the three names that took most
+    of it; [] when no row has one."""
     body = []
     for name, row in rows.items():
         result = row.get("result") or {}
@@ -266,12 +267,13 @@ def profile_lines(rows) -> list:
                     wall, device = p["wall_ms_per_step"], p["device_ms_per_step"]
                     body.append(
                         f"| {name} | {which} | {p['clock']} | {wall:.1f} | {device:.1f} | {p['busy_fraction']:.0%}"
-                        f" | {p['kernels_per_step']:.0f} | {kinds} |"
+                        f" | {p['kernels_per_step']:.0f} | {kinds} | {p['host_ms_per_step']:.1f} | {host_most(p)} |"
                     )
     if not body:
         return []
-    head = "| row | model | clock | wall ms | device ms | busy | kernels | " + " | ".join(CATEGORIES) + " |"
-    return [head, "|" + "---|" * (7 + len(CATEGORIES)), *body]
+    head = "| row | model | clock | wall ms | device ms | busy | kernels | " + " | ".join(CATEGORIES)
+    head += " | host ms | host: most |"
+    return [head, "|" + "---|" * (9 + len(CATEGORIES)), *body]
 
 
 def main(argv=None) -> None:

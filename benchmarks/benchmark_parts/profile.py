@@ -41,6 +41,7 @@ KINDS = (
     ),
 )
 CATEGORIES = ("matrix_products", "attention", "norm_elementwise", "copies_casts", "optimizer", "other")  # as shown
+HOST_TOP = 10  # the host's names with the most own time, listed
 
 
 def category(names) -> str:
@@ -95,11 +96,30 @@ def timed_work(events, device) -> list:
     return work
 
 
+def host_time(events, steps) -> tuple:
+    """The host's side of the profiled steps: each op's and each CUDA runtime call's own CPU time
+    (its children's left out), ms per step in all, and the HOST_TOP names with the most. Where the
+    wall time goes while the device waits: kernel launches, a CUDA graph's capture and instantiation,
+    the host waiting for the device (a synchronisation, a copy to the host), the ops' own dispatch;
+    what the wall time has beyond the total is Python between the ops (and the profiler's own cost)."""
+    from torch.autograd import DeviceType
+
+    own = defaultdict(lambda: [0.0, 0])
+    for e in events:
+        if e.device_type == DeviceType.CPU and not e.is_async and not getattr(e, "is_user_annotation", False):
+            own[e.name][0] += e.self_cpu_time_total / 1e3 / steps
+            own[e.name][1] += 1
+    ranked = sorted(own.items(), key=lambda item: -item[1][0])[:HOST_TOP]
+    top = [dict(name=name, ms_per_step=round(t, 3), calls_per_step=n / steps) for name, (t, n) in ranked]
+    return round(sum(t for t, _ in own.values()), 3), top
+
+
 def summary(events, steps, wall_s, device) -> dict:
     """The profile of `steps` steps that took wall_s seconds: per step the wall and device time,
     the device time by category (CATEGORIES; they sum to device_ms_per_step), the busy fraction,
     the kernels run (on a CPU: the ops) and, on CUDA, the launches from the host (a CUDA graph's
-    replay is one), and the 15 kernels (on a CPU: ops) with the most time."""
+    replay is one), and the 15 kernels (on a CPU: ops) with the most time; and the host's own time
+    in ops and CUDA calls (host_time)."""
     work = timed_work(events, device)
     ms = dict.fromkeys(CATEGORIES, 0.0)
     top = defaultdict(lambda: [0.0, 0])
@@ -111,6 +131,7 @@ def summary(events, steps, wall_s, device) -> dict:
     total = sum(ms.values())
     launches = sum(e.name.startswith(("cudaLaunch", "cuLaunch", "cudaGraphLaunch")) for e in events)
     ranked = sorted(top.items(), key=lambda item: -item[1][0])[:15]
+    host_ms, host_top = host_time(events, steps)
     return dict(
         clock="cuda" if device == "cuda" else "cpu",
         steps=steps,
@@ -124,6 +145,8 @@ def summary(events, steps, wall_s, device) -> dict:
             dict(name=name, op=op, category=kind, ms_per_step=round(t, 3), calls_per_step=n / steps)
             for (name, op, kind), (t, n) in ranked
         ],
+        host_ms_per_step=host_ms,
+        host_top=host_top,
     )
 
 
@@ -154,11 +177,17 @@ def trace_file(folder, part, model):
     return f"{folder}/{part}_{model}.json" if folder else None
 
 
+def host_most(p, n=3) -> str:
+    """The n host names with the most own time in profile p, with their ms per step."""
+    return ", ".join(f"{h['name']} {h['ms_per_step']:.1f}" for h in p["host_top"][:n])
+
+
 def describe(p) -> str:
-    """One line of a profile: per step the wall and device time, busy fraction, kernels, categories."""
+    """One line of a profile: per step the wall and device time, busy fraction, kernels, categories,
+    and the host's own time in ops and CUDA calls with the names that took most of it."""
     kinds = ", ".join(f"{kind} {t:.1f}" for kind, t in p["ms_per_step"].items())
     return (
         f"{p['wall_ms_per_step']:.1f} ms a step on the wall, {p['device_ms_per_step']:.1f} ms of {p['clock']} time "
         f"({p['busy_fraction']:.0%} busy, {p['kernels_per_step']:.0f} {'kernels' if p['clock'] == 'cuda' else 'ops'}):"
-        f" {kinds}"
+        f" {kinds}; the host {p['host_ms_per_step']:.1f} ms in ops and calls, most in {host_most(p)}"
     )

@@ -450,6 +450,9 @@ def test_profile_says_where_each_step_goes(cli, tmp_path):
             assert kinds["matrix_products"] > 0 and (kinds["optimizer"] > 0) == (part == "training")
             assert 0 < p["busy_fraction"] <= 1.5 and p["kernels_per_step"] > 0
             assert 0 < len(p["top"]) <= 15 and p["top"][0]["ms_per_step"] >= p["top"][-1]["ms_per_step"] > 0
+            host = [h["ms_per_step"] for h in p["host_top"]]
+            assert 0 < len(host) <= 10 and host == sorted(host, reverse=True) and host[-1] >= 0
+            assert abs(p["host_ms_per_step"] - p["device_ms_per_step"]) <= 0.01  # on a CPU both are the ops' own
             assert f"profile, {part}, {which}: " in proc.stdout
             assert json.loads((traces / f"{part}_{which}.json").read_text())["traceEvents"]
 
@@ -465,9 +468,16 @@ def test_profile_categories_of_cuda_kernels(script):
     script("benchmark")
     from benchmark_parts.profile import category, summary
 
-    def op(name, parent=None, kernels=()):
+    def op(name, parent=None, kernels=(), own_us=1.0):
         kernels = [SimpleNamespace(name=k, device=0, duration=us) for k, us in kernels]
-        return SimpleNamespace(name=name, device_type=DeviceType.CPU, cpu_parent=parent, kernels=kernels)
+        return SimpleNamespace(
+            name=name,
+            device_type=DeviceType.CPU,
+            cpu_parent=parent,
+            kernels=kernels,
+            is_async=False,
+            self_cpu_time_total=own_us,
+        )
 
     def kernel(name, us, annotation=False):
         span = SimpleNamespace(elapsed_us=lambda: us)
@@ -475,13 +485,16 @@ def test_profile_categories_of_cuda_kernels(script):
 
     gemm, add, copy = "sm90_xmma_gemm_f16f16_f16f32", "vectorized_elementwise_kernel<CUDAFunctor_add>", "direct_copy"
     step = op("optimizer step")
+    step.is_user_annotation = True  # record_function's scope: a span, not an op of its own
     events = [
         op("aten::mm", kernels=[(gemm, 30.0)]),
         op("aten::add_", parent=op("Optimizer.step#Adam.step", parent=step), kernels=[(add, 4.0)]),
         op("aten::add", kernels=[(add, 6.0)]),
         op("aten::copy_", parent=op("aten::_to_copy", parent=op("aten::to")), kernels=[(copy, 2.0)]),
-        op("cudaLaunchKernel"),
-        op("cudaGraphLaunch"),
+        op("cudaLaunchKernel", own_us=3.0),
+        op("cudaLaunchKernel", own_us=5.0),
+        op("cudaGraphInstantiate", own_us=40.0),
+        op("cudaGraphLaunch", own_us=2.0),
         step,
         kernel(gemm, 30.0),
         kernel(add, 4.0),
@@ -492,7 +505,7 @@ def test_profile_categories_of_cuda_kernels(script):
         kernel("optimizer step", 50.0, annotation=True),
     ]
     p = summary(events, 2, 1e-4, "cuda")
-    assert p["clock"] == "cuda" and p["launches_per_step"] == 1 and p["kernels_per_step"] == 3
+    assert p["clock"] == "cuda" and p["launches_per_step"] == 1.5 and p["kernels_per_step"] == 3
     assert p["ms_per_step"] == dict(
         optimizer=0.002, attention=0.004, copies_casts=0.002, matrix_products=0.015, norm_elementwise=0.003, other=0
     )
@@ -500,6 +513,12 @@ def test_profile_categories_of_cuda_kernels(script):
     assert p["top"][0] == dict(
         name=gemm, op="aten::mm", category="matrix_products", ms_per_step=0.015, calls_per_step=0.5
     )
+    # the host: each op's and CUDA call's own time, per step, most first; the scope's span is no op
+    assert p["host_top"][:2] == [
+        dict(name="cudaGraphInstantiate", ms_per_step=0.02, calls_per_step=0.5),
+        dict(name="cudaLaunchKernel", ms_per_step=0.004, calls_per_step=1.0),
+    ]
+    assert p["host_ms_per_step"] == 0.027 and len(p["host_top"]) == 7
     assert category(["Memset (Device)"]) == "copies_casts" and category(["aten::topk"]) == "other"
     assert category(["elementwise_kernel<masked_fill_kernel>", "aten::masked_fill_"]) == "norm_elementwise"
 

@@ -67,13 +67,17 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
         else:
             assert result["generation"]["identical_sentences"] == result["generation"]["sentences"] == 4
         assert f"| {name} | {rows[name][0]} |" in r["table"] and f"| {name} |" in proc.stdout
-    # the profiled row's second table: one line per model, its categories summing to the device time
+    # the profiled row's second table: one line per model, its categories summing to the device time,
+    # then the host's own time and the names that took most of it
     lines = [line.split(" | ") for line in r["table"].splitlines()]
     profiled = [cells for cells in lines if cells[0] == "| profile_gen_cuda_graph" and cells[2] == "cpu"]
     assert [cells[1:3] for cells in profiled] == [["ours", "cpu"], ["fairseq", "cpu"]]
     for line in profiled:
-        cells = [float(c.strip(" |%")) for c in line[3:]]  # wall, device, busy, kernels, then the categories
-        assert abs(sum(cells[4:]) - cells[1]) < 0.1 * len(cells[4:]) and cells[1] > 0
+        cells = [float(c.strip(" |%")) for c in line[3:-1]]  # wall, device, busy, kernels, categories, host
+        kinds, host = cells[4:-1], cells[-1]
+        assert abs(sum(kinds) - cells[1]) < 0.1 * len(kinds) and cells[1] > 0
+        assert abs(host - cells[1]) < 0.1 * len(kinds)  # on a CPU the ops' own time is the host's
+        assert line[-1].startswith("aten::") and line[-1].count(", ") == 2
     assert [cells[0] for cells in lines if len(cells) > 2 and cells[2] == "cpu"] == ["| profile_gen_cuda_graph"] * 2
 
 
