@@ -67,6 +67,18 @@ def around(op) -> list:
     return names
 
 
+def host_ops(events) -> list:
+    """The host's ops and CUDA runtime calls among the profiler's events: on the CPU, synchronous,
+    not a scope (record_function's span)."""
+    from torch.autograd import DeviceType
+
+    return [
+        e
+        for e in events
+        if e.device_type == DeviceType.CPU and not e.is_async and not getattr(e, "is_user_annotation", False)
+    ]
+
+
 def timed_work(events, device) -> list:
     """(names, microseconds, the op's or kernel's name, its op) of every piece of work: on CUDA each
     kernel, copy or set on the device, with the op that launched it when the profiler linked one
@@ -75,11 +87,7 @@ def timed_work(events, device) -> list:
     from torch.autograd import DeviceType
 
     if device != "cuda":
-        return [
-            ((e.name, *around(e)), e.self_cpu_time_total, e.name, None)
-            for e in events
-            if e.device_type == DeviceType.CPU and not e.is_async and not getattr(e, "is_user_annotation", False)
-        ]
+        return [((e.name, *around(e)), e.self_cpu_time_total, e.name, None) for e in host_ops(events)]
     launchers = defaultdict(list)  # (kernel name, duration) -> the ops that launched such a kernel
     for e in events:
         if e.device_type == DeviceType.CPU:
@@ -102,13 +110,10 @@ def host_time(events, steps) -> tuple:
     wall time goes while the device waits: kernel launches, a CUDA graph's capture and instantiation,
     the host waiting for the device (a synchronisation, a copy to the host), the ops' own dispatch;
     what the wall time has beyond the total is Python between the ops (and the profiler's own cost)."""
-    from torch.autograd import DeviceType
-
     own = defaultdict(lambda: [0.0, 0])
-    for e in events:
-        if e.device_type == DeviceType.CPU and not e.is_async and not getattr(e, "is_user_annotation", False):
-            own[e.name][0] += e.self_cpu_time_total / 1e3 / steps
-            own[e.name][1] += 1
+    for e in host_ops(events):
+        own[e.name][0] += e.self_cpu_time_total / 1e3 / steps
+        own[e.name][1] += 1
     ranked = sorted(own.items(), key=lambda item: -item[1][0])[:HOST_TOP]
     top = [dict(name=name, ms_per_step=round(t, 3), calls_per_step=n / steps) for name, (t, n) in ranked]
     return round(sum(t for t, _ in own.values()), 3), top
