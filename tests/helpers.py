@@ -26,6 +26,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import attn_only_plugin  # noqa: F401  (registers everything)
 from attn_only_plugin.guards.save_dir import LOCK_NAME
@@ -139,6 +140,70 @@ def full_lprobs(model, src, prev):
     enc = model.encoder(src)
     out, _ = model.decoder(prev, encoder_out=enc)
     return torch.log_softmax(out, -1)  # (B, T, V)
+
+
+# aten ops that wait for the device on CUDA (their output's size, or a Python value, depends on the
+# data), or copy host data to the device (a tensor made from Python data): what a CUDA graph's capture
+# refuses, or records once as a stale constant. index and index_put_ with a bool index count too.
+HOST_OPS = {
+    "aten._local_scalar_dense": "a tensor read on the host (.item(), int(), float(), bool())",
+    "aten.nonzero": "nonzero (its size depends on the data)",
+    "aten.masked_select": "masked_select (its size depends on the data)",
+    "aten.repeat_interleave": "repeat_interleave by a tensor (its size depends on the data)",
+    "aten._unique2": "unique (its size depends on the data)",
+    "aten.unique_dim": "unique (its size depends on the data)",
+    "aten.unique_consecutive": "unique_consecutive (its size depends on the data)",
+    "aten.bincount": "bincount (its size depends on the data)",
+    "aten.equal": "torch.equal (a Python bool)",
+    "aten.is_nonzero": "a truth test of a tensor",
+    "aten.allclose": "allclose (a Python bool)",
+    "aten.lift_fresh": "a tensor made from Python data (a copy from the host)",
+}
+FROM_DATA = ("tensor", "as_tensor")  # torch's functions that make a tensor from Python data
+
+
+class HostReads(TorchDispatchMode):
+    """Records, while active, each aten op that a CUDA graph's capture refuses or replays stale
+    (HOST_OPS), and each call of torch.tensor or torch.as_tensor: `found` lists (op, why). Runs
+    anywhere, CPU included: it reads the ops, not a device. One case it lets through: on a CPU,
+    `x[i] = number` makes its 0-dim tensor on the host (lift_fresh), where on any other device it
+    is made there (scalar_tensor, a fill), so a 0-dim lift_fresh is not counted; torch.tensor(number)
+    is, by its Python call."""
+
+    def __init__(self):
+        super().__init__()
+        self.found = []
+        self.saved = {}
+
+    def __enter__(self):
+        for name in FROM_DATA:
+            self.saved[name] = original = getattr(torch, name)
+            setattr(torch, name, self.spy(name, original))
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for name, original in self.saved.items():
+            setattr(torch, name, original)
+        return super().__exit__(*exc)
+
+    def spy(self, name, original):
+        def made_from_data(*args, **kwargs):
+            self.found.append((f"torch.{name}", "a tensor made from Python data (a copy from the host)"))
+            return original(*args, **kwargs)
+
+        return made_from_data
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.name().split(".")[0].replace("::", ".")  # aten::index.Tensor -> aten.index
+        if name == "aten.lift_fresh" and args[0].dim() == 0:
+            pass  # x[i] = number on a CPU (class docstring)
+        elif name in HOST_OPS:
+            self.found.append((name, HOST_OPS[name]))
+        elif name in ("aten.index", "aten.index_put_", "aten.index_put") and any(
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in args[1] if i is not None
+        ):
+            self.found.append((name, "indexing by a bool mask (its size depends on the data)"))
+        return func(*args, **(kwargs or {}))
 
 
 def reference_varlen(q, k, v, queries, keys, causal):

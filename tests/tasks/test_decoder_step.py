@@ -14,10 +14,11 @@ import torch
 
 from attn_only_plugin.modules import static_cache, step_graph
 from attn_only_plugin.modules.step_graph import StepGraph
+from attn_only_plugin.tasks.beam_step import BeamStep
 from attn_only_plugin.tasks.decoder_step import DecoderStep
 from attn_only_plugin.tasks.translation_paper import PaperTranslationConfig, PaperTranslationTask
 from attn_only_tools.guards.errors import PluginError
-from helpers import ending_model, make_dictionary, random_batch
+from helpers import HOST_OPS, HostReads, ending_model, make_dictionary, random_batch
 
 D = make_dictionary(30)
 
@@ -61,11 +62,12 @@ def test_eager_on_a_cpu_gives_fairseqs_hypotheses_and_says_so(chunk, monkeypatch
     assert_same(decode([model], False), ours)
 
 
-def fake_cuda(monkeypatch):
-    """torch.cuda stand-in: capturing records the step, replay reruns it on the captured inputs."""
+def fake_cuda(monkeypatch, graph=lambda g: contextlib.nullcontext()):
+    """torch.cuda stand-in: capturing records the step, replay reruns it on the captured inputs;
+    `graph(g)` is the context a capture runs the step in."""
     stream = SimpleNamespace(wait_stream=lambda other: None)
     cuda = dict(Stream=lambda: stream, current_stream=lambda: stream, stream=lambda s: contextlib.nullcontext())
-    cuda.update(CUDAGraph=lambda: SimpleNamespace(), graph=lambda g: contextlib.nullcontext())
+    cuda.update(CUDAGraph=lambda: SimpleNamespace(), graph=graph)
     monkeypatch.setattr(step_graph, "cuda", SimpleNamespace(**cuda))
     monkeypatch.setattr(step_graph, "graphable", lambda x: True)
     keys = []
@@ -115,6 +117,39 @@ def test_the_whole_search_step_graphed(monkeypatch, stop):
     assert keys == [4, 8, 12, 16]  # steps 0, 4, 8, 12 and the cap (14) eager; 1, 5, 9, 13 captured
     monkeypatch.undo()
     assert_same(decode([model], False, stop=stop), ours)
+
+
+def audited_captures(monkeypatch) -> list:
+    """fake_cuda whose captures each run under a HostReads audit (helpers.py), listed as they come."""
+    audits = []
+    fake_cuda(monkeypatch, graph=lambda g: audits.append(HostReads()) or audits[-1])
+    return audits
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["decoder step", "whole step"])
+@pytest.mark.parametrize("stop", ["fairseq", "paper"])
+def test_nothing_captured_waits_for_the_host(monkeypatch, whole, stop):
+    """What a capture records, the decoder's step (--cuda-graph-decoding) or the decoder's and the
+    search's (--cuda-graph-search), has no op that a CUDA graph's capture refuses or replays stale:
+    no read of a tensor on the host, no op whose output's size depends on the data (a bool mask's
+    index, nonzero, ...), no tensor made from Python data (helpers.HOST_OPS); read at the aten ops,
+    so also those that torch's own Python calls."""
+    monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
+    audits = audited_captures(monkeypatch)
+    decode([ending_model(D, static_decoding_cache=True)], True, graph=not whole, whole=whole, stop=stop)
+    assert len(audits) == 4 and [audit.found for audit in audits] == [[]] * 4
+
+
+def test_the_capture_audit_sees_a_read_on_the_host(monkeypatch):
+    """The audit above fails where a step reads a tensor on the host: here the search's step asks
+    whether a sentence is done (a copy to the host and a wait on a GPU)."""
+    monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
+    audits = audited_captures(monkeypatch)
+    finish = BeamStep.finish
+    monkeypatch.setattr(BeamStep, "finish", lambda self, *a: finish(self, *a) or bool(self.done.any()))
+    decode([ending_model(D, static_decoding_cache=True)], True, whole=True)
+    read = ("aten._local_scalar_dense", HOST_OPS["aten._local_scalar_dense"])
+    assert [audit.found for audit in audits] == [[read]] * 4
 
 
 def test_refused_where_it_cannot_graph():
