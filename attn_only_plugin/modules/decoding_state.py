@@ -73,10 +73,12 @@ class DecodingState:
         (0 / -inf) once for all layers (cache.additive); with fixed-size caches, the mask of the
         self-attention positions written so far, step the (0-based) position of this step, and
         `position` the same as a (1,) tensor on the device when the caller has one (a CUDA graph's
-        input: no copy from the host in the step)."""
+        input), else made there by a fill: no copy from the host, which on CUDA waits for the device."""
         self.memory_mask = additive(~memory_pad, dtype)  # (B_s, S)
         if self.static:
-            self.step = torch.tensor([step], device=memory_pad.device) if position is None else position  # (1,)
+            if position is None:
+                position = torch.full((1,), step, dtype=torch.long, device=memory_pad.device)
+            self.step = position  # (1,)
             self.self_mask = static_cache.visible(self.step, static_cache.capacity(step + 1), dtype)  # (1, C)
 
     def self_attention(self, layer: str, k: Tensor, v: Tensor, window: Optional[int]) -> Tuple[Tensor, Tensor]:

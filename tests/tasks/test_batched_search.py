@@ -16,7 +16,7 @@ from attn_only_plugin.tasks.batched_search import BatchedBeamSearch
 from attn_only_plugin.tasks.finished_hypotheses import FinishedHypotheses
 from attn_only_plugin.tasks.translation_paper import PaperTranslationConfig, PaperTranslationTask
 from attn_only_tools.guards.errors import PluginError
-from helpers import build_builtin, ending_model, make_dictionary, random_batch
+from helpers import HostReads, build_builtin, ending_model, make_dictionary, random_batch
 
 D = make_dictionary(30)
 
@@ -29,8 +29,10 @@ def sample(B=8, S=9):
     return {"id": torch.arange(B).flip(0), "net_input": {"src_tokens": src, "src_lengths": src.ne(D.pad()).sum(1)}}
 
 
-def generator(batched, beam=4, lenpen=0.6, style="fairseq", stop="fairseq", models=None, **args):
-    cfg = PaperTranslationConfig(lenpen_style=style, beam_stop=stop, batched_search=batched)
+def generator(batched, beam=4, lenpen=0.6, style="fairseq", stop="fairseq", models=None, graph_search=False, **args):
+    cfg = PaperTranslationConfig(
+        lenpen_style=style, beam_stop=stop, batched_search=batched, cuda_graph_search=graph_search
+    )
     task = PaperTranslationTask(cfg, D, D)
     gen_args = dict(beam=beam, lenpen=lenpen, max_len_a=1, max_len_b=5, min_len=1, unkpen=0, unnormalized=False)
     return task.build_generator(models, Namespace(**dict(gen_args, **args)))
@@ -157,6 +159,30 @@ def test_no_copy_to_the_host_in_a_step_but_the_all_done_test(monkeypatch):
     monkeypatch.setattr(batched_search, "SYNC_EVERY", 8)
     decode([model], True)
     assert calls == ["__bool__"]
+
+
+@pytest.mark.parametrize("graphed", [False, True], ids=["eager", "the graph search's step, eagerly"])
+def test_no_step_and_no_reorder_waits_for_the_host(monkeypatch, graphed):
+    """Read at torch's aten ops (helpers.HostReads: what torch calls inside counts too), each step
+    (decoder, search) and each reorder of the caches, with the fixed-size caches, runs nothing that
+    waits for the device: so on a GPU the host queues step after step while the device works; the
+    "all done?" test in between is the search's only wait."""
+    model = ending_model(D, static_decoding_cache=True)
+    found, steps, reorder = [], BatchedBeamSearch.steps, BatchedBeamSearch.reorder
+
+    def audited(fn):
+        def run(*args):
+            with HostReads() as audit:
+                out = fn(*args)
+            found.extend(audit.found)
+            return out
+
+        return run
+
+    monkeypatch.setattr(BatchedBeamSearch, "steps", lambda self, *a: audited(steps(self, *a)))
+    monkeypatch.setattr(BatchedBeamSearch, "reorder", lambda self, *a: audited(reorder)(self, *a))
+    hypos = decode([model], True, graph_search=graphed)
+    assert found == [] and max(len(h[0]["tokens"]) for h in hypos) > 1
 
 
 def test_hypotheses_are_views_of_the_slots_with_two_copies_to_the_host(monkeypatch):
