@@ -129,7 +129,9 @@ class Encoder(FairseqEncoder, Stack):
         reordering within the beams copies nothing."""
         g = int(encoder_out["beam"][0]) if encoder_out.get("beam") else 1
         rows, g = shared_rows(new_order, g)
-        out = {k: select_rows(v, rows) for k, v in encoder_out.items() if k != "beam"}
+        fields = {k: v for k, v in encoder_out.items() if k != "beam"}
+        kept = iter(select_rows([t for v in fields.values() for t in v], rows))  # one test of rows for all
+        out = {k: [next(kept) for _ in v] for k, v in fields.items()}
         out["beam"] = [torch.tensor(g)] if g > 1 else []
         return out
 

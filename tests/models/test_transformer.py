@@ -8,7 +8,7 @@ import torch
 
 from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
 from attn_only_tools.guards.errors import PluginError
-from helpers import build_model, check_cached_decoding, decode_with_reorders, make_dictionary, random_batch
+from helpers import HostReads, build_model, check_cached_decoding, decode_with_reorders, make_dictionary, random_batch
 
 
 @pytest.mark.parametrize("arch,paper_millions", [("transformer_base", 65), ("transformer_big", 213)])
@@ -309,6 +309,23 @@ def test_shared_rows_rule():
     assert rows.tolist() == [1] and g == 3  # sentence 0 finished
     rows, g = shared_rows(torch.tensor([1, 1, 3, 2]), 1)
     assert rows.tolist() == [1, 1, 3, 2] and g == 1  # uneven runs: one row per hypothesis
+
+
+def test_a_reorder_of_the_encoder_output_reads_the_host_once_per_test(dictionary):
+    """SequenceGenerator reorders the encoder output every step; on a GPU each test of the order
+    on the host waits for the device: shared_rows' two, and one for all fields whether the rows
+    stay in place (helpers.HostReads counts them at torch's aten ops), not one per field. (The
+    number of hypotheses per row is a tensor on the host: reading it waits for nothing.)"""
+    model = build_model(dictionary)
+    src, _ = random_batch(dictionary, B=2)
+    enc = model.encoder.reorder_encoder_out(model.encoder(src), torch.arange(2).repeat_interleave(3))
+    order = torch.tensor([2, 0, 1, 5, 5, 3])  # within the beams
+    with HostReads() as audit:
+        out = model.encoder.reorder_encoder_out(enc, order)
+    beam = ["aten._local_scalar_dense", "torch.tensor"]  # the beam's g: read and made on the host, where it lives
+    tests = ["aten.equal", "aten.equal", "aten.unique_consecutive"]
+    assert sorted(name for name, _ in audit.found) == sorted(beam + tests)
+    assert all(out[k][0] is enc[k][0] for k in ("encoder_out", "encoder_padding_mask", "src_tokens"))
 
 
 def test_weights_do_not_change_outputs(dictionary):
