@@ -26,6 +26,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import attn_only_plugin  # noqa: F401  (registers everything)
@@ -206,6 +207,31 @@ class HostReads(TorchDispatchMode):
         ):
             self.found.append((name, "indexing by a bool mask (its size depends on the data)"))
         return func(*args, **(kwargs or {}))
+
+
+class StorageReads(TorchDispatchMode):
+    """Records, while active, the storages that the ops read or write and that were there before:
+    made neither by an earlier op of the same run nor from Python data (lift_fresh), nor empty.
+    A CUDA graph replays its capture's kernels on the addresses they had then; so a step replayed
+    as a graph is right only where an eager rerun of it would touch the same storages as its
+    capture did (`storages`: data_ptrs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.storages, self.made = set(), set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        fresh = func.name().startswith("aten::lift_fresh")  # torch.tensor's or x[i] = number's new data
+        for t in [] if fresh else pytree.tree_leaves((args, kwargs)):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().nbytes():
+                ptr = t.untyped_storage().data_ptr()
+                if ptr not in self.made:
+                    self.storages.add(ptr)
+        out = func(*args, **(kwargs or {}))
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self.made.add(t.untyped_storage().data_ptr())
+        return out
 
 
 def reference_varlen(q, k, v, queries, keys, causal):

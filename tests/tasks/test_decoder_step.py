@@ -18,7 +18,7 @@ from attn_only_plugin.tasks.beam_step import BeamStep
 from attn_only_plugin.tasks.decoder_step import DecoderStep
 from attn_only_plugin.tasks.translation_paper import PaperTranslationConfig, PaperTranslationTask
 from attn_only_tools.guards.errors import PluginError
-from helpers import HOST_OPS, HostReads, ending_model, make_dictionary, random_batch
+from helpers import HOST_OPS, HostReads, StorageReads, ending_model, make_dictionary, random_batch
 
 D = make_dictionary(30)
 
@@ -150,6 +150,54 @@ def test_the_capture_audit_sees_a_read_on_the_host(monkeypatch):
     decode([ending_model(D, static_decoding_cache=True)], True, whole=True)
     read = ("aten._local_scalar_dense", HOST_OPS["aten._local_scalar_dense"])
     assert [audit.found for audit in audits] == [[read]] * 4
+
+
+def replay_audits(monkeypatch, whole: bool, stop: str = "fairseq") -> list:
+    """A search through fake_cuda, chunks of 4 steps, with each capture and each replay (the step's
+    Python rerun on the captured inputs) under a StorageReads audit (helpers.py): per capture,
+    (its audit, its replays' audits)."""
+    monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
+    graphs = []
+    fake_cuda(monkeypatch, graph=lambda g: graphs.append((StorageReads(), [])) or graphs[-1][0])
+    capture = StepGraph.capture
+
+    def capture_then_audit_replays(self, key, inputs):
+        capture(self, key, inputs)
+        replays = graphs[-1][1]
+
+        def replay():
+            with StorageReads() as audit:
+                out = self.fn(*self.inputs)
+            replays.append(audit)
+            self.output.copy_(out)
+
+        self.graph.replay = replay
+
+    monkeypatch.setattr(StepGraph, "capture", capture_then_audit_replays)
+    decode([ending_model(D, static_decoding_cache=True)], True, graph=not whole, whole=whole, stop=stop)
+    assert len(graphs) == 4 and all(len(replays) >= 1 for _, replays in graphs)
+    return graphs
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["decoder step", "whole step"])
+@pytest.mark.parametrize("stop", ["fairseq", "paper"])
+def test_each_replay_touches_the_storages_of_its_capture(monkeypatch, whole, stop):
+    """A real graph's replay runs its capture's kernels on the addresses they had then. Rerun at
+    each replay, the step's Python must read and write, of what was there before it (the caches,
+    the search's buffers, the encoder output, the graph's inputs), exactly the storages its capture
+    did: else a real replay would work on memory the search no longer uses (which the stand-in's
+    rerun, reading the new tensors, would not show in the hypotheses)."""
+    for captured, replays in replay_audits(monkeypatch, whole, stop):
+        assert captured.storages and all(replay.storages == captured.storages for replay in replays)
+
+
+def test_the_storage_audit_sees_a_cache_replaced(monkeypatch):
+    """The audit above fails where a step's caches are replaced between replays: here the beam
+    reorder copies each fixed-size cache into a new tensor instead of in place (a new tensor may
+    take a freed one's address, so not every replay differs)."""
+    monkeypatch.setattr(static_cache, "reorder_in_place", lambda buffer, order, *_: buffer.index_select(0, order))
+    graphs = replay_audits(monkeypatch, whole=True)
+    assert any(replay.storages != captured.storages for captured, replays in graphs for replay in replays)
 
 
 def test_refused_where_it_cannot_graph():
