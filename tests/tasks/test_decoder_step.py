@@ -62,9 +62,9 @@ def test_eager_on_a_cpu_gives_fairseqs_hypotheses_and_says_so(chunk, monkeypatch
     assert_same(decode([model], False), ours)
 
 
-def fake_cuda(monkeypatch, graph=lambda g: contextlib.nullcontext()):
+def fake_cuda(monkeypatch, graph=lambda g: contextlib.nullcontext(), replaying=contextlib.nullcontext):
     """torch.cuda stand-in: capturing records the step, replay reruns it on the captured inputs;
-    `graph(g)` is the context a capture runs the step in."""
+    `graph(g)` is the context a capture runs the step in, `replaying()` the one a replay reruns it in."""
     stream = SimpleNamespace(wait_stream=lambda other: None)
     cuda = dict(Stream=lambda: stream, current_stream=lambda: stream, stream=lambda s: contextlib.nullcontext())
     cuda.update(CUDAGraph=lambda: SimpleNamespace(), graph=graph)
@@ -76,7 +76,13 @@ def fake_cuda(monkeypatch, graph=lambda g: contextlib.nullcontext()):
     def recording_capture(self, key, inputs):
         capture(self, key, inputs)
         keys.append(key)
-        self.graph.replay = lambda: self.output.copy_(self.fn(*self.inputs))
+
+        def replay():
+            with replaying():
+                out = self.fn(*self.inputs)
+            self.output.copy_(out)
+
+        self.graph.replay = replay
 
     monkeypatch.setattr(StepGraph, "capture", recording_capture)
     return keys
@@ -158,22 +164,11 @@ def replay_audits(monkeypatch, whole: bool, stop: str = "fairseq") -> list:
     (its audit, its replays' audits)."""
     monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
     graphs = []
-    fake_cuda(monkeypatch, graph=lambda g: graphs.append((StorageReads(), [])) or graphs[-1][0])
-    capture = StepGraph.capture
-
-    def capture_then_audit_replays(self, key, inputs):
-        capture(self, key, inputs)
-        replays = graphs[-1][1]
-
-        def replay():
-            with StorageReads() as audit:
-                out = self.fn(*self.inputs)
-            replays.append(audit)
-            self.output.copy_(out)
-
-        self.graph.replay = replay
-
-    monkeypatch.setattr(StepGraph, "capture", capture_then_audit_replays)
+    fake_cuda(
+        monkeypatch,
+        graph=lambda g: graphs.append((StorageReads(), [])) or graphs[-1][0],
+        replaying=lambda: graphs[-1][1].append(StorageReads()) or graphs[-1][1][-1],
+    )
     decode([ending_model(D, static_decoding_cache=True)], True, graph=not whole, whole=whole, stop=stop)
     assert len(graphs) == 4 and all(len(replays) >= 1 for _, replays in graphs)
     return graphs
