@@ -79,6 +79,12 @@ ROWS = {
         "generation",
         ["--static-cache", "--batched-search", "--cuda-graph-search"],
     ),
+    "gen_cuda_graph_search_32": (
+        "gen_cuda_graph_search in 8 batches of 32 sentences, sources padded to multiples of 8 (3 shapes: a shape's "
+        "later batches replay its graphs)",
+        "generation",
+        ["--static-cache", "--batched-search", "--cuda-graph-search", "--batch-size", "32", "--pad-to-multiple", "8"],
+    ),
     "train_bucket_compile_fresh": (
         "--compile-layers, lengths padded to multiples of 8; fresh shapes",
         "training",

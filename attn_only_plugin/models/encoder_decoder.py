@@ -183,6 +183,7 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         real_only: bool = False,
         step: Optional[int] = None,
         position: Optional[Tensor] = None,
+        reserve: int = 0,
         **unused,
     ):
         x, extra = self.extract_features(
@@ -194,6 +195,7 @@ class Decoder(FairseqIncrementalDecoder, Stack):
             real_only,
             step=step,
             position=position,
+            reserve=reserve,
         )
         return (x if features_only else self.output_layer(x)), extra
 
@@ -207,6 +209,7 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         real_only: bool = False,
         step: Optional[int] = None,
         position: Optional[Tensor] = None,
+        reserve: int = 0,
         **unused,
     ):
         """prev_output_tokens: (B, T). Returns (B, T, d_model) features (B, 1, d_model when
@@ -215,14 +218,15 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         weights. With real_only, when training packs the targets' real tokens, the features are
         those N tokens' (N, d_model) and "real_index" their flat positions b T + t, (N,).
         A caller's own incremental step (tasks/decoder_step.py, for a CUDA graph) gives step, and
-        prev_output_tokens holds only that step's tokens (B, 1); position is step as a (1,) tensor."""
+        prev_output_tokens holds only that step's tokens (B, 1); position is step as a (1,) tensor,
+        and reserve the positions its fixed-size caches make room for at once."""
         memory, memory_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]  # (B_s, S, d_model)
         tokens, step = self.step_tokens(prev_output_tokens, incremental_state, step)  # (B, T); one step: (B, 1)
         packing = target_packing(tokens, self.padding_idx, self.training and step < 0, self.varlen)  # real tokens only
         if packing is not None and packing.varlen:  # encoder-decoder attention on the memory's real rows too
             packing.memory = source_packing(~memory_pad, True, varlen=True)
         x = self.embed(tokens, step, packing, position)  # (B, T, d_model), or (N, d_model) packed: sections 3.4, 3.5
-        state = self.decoding_state(incremental_state, memory_pad, x.dtype, step, position)
+        state = self.decoding_state(incremental_state, memory_pad, x.dtype, step, position, reserve)
         memory_mask = ~memory_pad if state is None else state.memory_mask  # (B_s, S) True or 0 = real token
         attn, cross_all, self_all = None, [], []
         with self.saved_tensors_place():
@@ -261,16 +265,18 @@ class Decoder(FairseqIncrementalDecoder, Stack):
         dtype: torch.dtype,
         step: int = 0,
         position: Optional[Tensor] = None,
+        reserve: int = 0,
     ) -> Optional[DecodingState]:
         """Incremental decoding: the state kept in fairseq's incremental_state, begun for this
         step over memory_pad (B_s, S) (modules/decoding_state.py; with --static-decoding-cache
-        its fixed-size self-attention caches, modules/static_cache.py); None for a full pass."""
+        its fixed-size self-attention caches, modules/static_cache.py, with room for `reserve`
+        positions made at once); None for a full pass."""
         if incremental_state is None:
             return None
         entries = self.get_incremental_state(incremental_state, "cache") or {}
         self.set_incremental_state(incremental_state, "cache", entries)
         state = DecodingState(entries, static=self.static_cache)
-        state.begin_step(memory_pad, dtype, step, position)
+        state.begin_step(memory_pad, dtype, step, position, reserve)
         return state
 
     def output_layer(self, features: Tensor) -> Tensor:

@@ -65,16 +65,25 @@ class DecodingState:
         self.memory_mask: Optional[Tensor] = None  # (B_s, S) additive, this step
         self.self_mask: Optional[Tensor] = None  # (1, C) additive over a fixed-size cache, this step
         self.step: Optional[Tensor] = None  # (1,) this step's position, with a fixed-size cache
+        self.first = False  # this step is a search's first
+        self.reserve = 0  # positions each fixed-size cache holds from the start
 
     def begin_step(
-        self, memory_pad: Tensor, dtype: torch.dtype, step: int = 0, position: Optional[Tensor] = None
+        self,
+        memory_pad: Tensor,
+        dtype: torch.dtype,
+        step: int = 0,
+        position: Optional[Tensor] = None,
+        reserve: int = 0,
     ) -> None:
         """A decoding step over memory_pad (B_s, S) True = pad: the memory mask, made additive
         (0 / -inf) once for all layers (cache.additive); with fixed-size caches, the mask of the
         self-attention positions written so far, step the (0-based) position of this step, and
         `position` the same as a (1,) tensor on the device when the caller has one (a CUDA graph's
-        input), else made there by a fill: no copy from the host, which on CUDA waits for the device."""
+        input), else made there by a fill: no copy from the host, which on CUDA waits for the device;
+        `reserve` the positions to make room for at once (static_cache.write)."""
         self.memory_mask = additive(~memory_pad, dtype)  # (B_s, S)
+        self.first, self.reserve = step == 0, reserve
         if self.static:
             if position is None:
                 position = torch.full((1,), step, dtype=torch.long, device=memory_pad.device)
@@ -88,16 +97,23 @@ class DecodingState:
         keep = None if window is None else (window + 1) * k.size(2)
         for name, new in ((layer + ".k", k), (layer + ".v", v)):
             if self.static:  # in place at this step's position: (B, h, C, d)
-                self.entries[name] = static_cache.write(self.entries.get(name), new, self.step, self.self_mask.size(1))
+                C, old = self.self_mask.size(1), self.entries.get(name)
+                self.entries[name] = static_cache.write(old, new, self.step, C, self.reserve, self.first)
             else:
                 self.entries[name] = append_to_cache(self.entries.get(name), new, keep)
         return self.entries[layer + ".k"], self.entries[layer + ".v"]
 
     def memory(self, layer: str, project: Callable[[], Tuple[Tensor, Tensor]]) -> Tuple[Tensor, Tensor]:
-        """Encoder-decoder keys and values (B_s, h, S, d): project() at the first step, then kept."""
-        if self.entries.get(layer + ".k") is None:
-            self.entries[layer + ".k"], self.entries[layer + ".v"] = project()
-        return self.entries[layer + ".k"], self.entries[layer + ".v"]
+        """Encoder-decoder keys and values (B_s, h, S, d): project() at a search's first step, then
+        kept; written into an earlier search's of the same shape when the state holds them (a CUDA
+        graph of that search's steps reads them where they are)."""
+        names = (layer + ".k", layer + ".v")
+        if self.first or self.entries.get(names[0]) is None:
+            for name, new in zip(names, project(), strict=True):
+                old = self.entries.get(name)
+                same = old is not None and (old.shape, old.dtype) == (new.shape, new.dtype)
+                self.entries[name] = old.copy_(new) if same else new
+        return self.entries[names[0]], self.entries[names[1]]
 
     def _layers(self, kind: str) -> List[str]:
         return [k for k, v in self.entries.items() if f".{kind}." in k and v is not None]

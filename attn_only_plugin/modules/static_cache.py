@@ -12,6 +12,11 @@ another order): tests/modules/test_static_cache.py, the same beam-search hypothe
 within 1e-5. A beam reorder copies rows in place while the batch keeps its size.
 The cost: attention over up to STATIC_CHUNK - 1 masked positions each step.
 
+A caller that graphs the steps (tasks/decoder_step.py) reserves the positions of the whole
+search up front: a buffer is then a view of the first C positions of one storage, widened in
+place at a chunk's start, so the storage never changes during a search, nor in the next search
+of the same rows, which restarts in it.
+
 Tensor layout: buffers (B, h, C, d); the mask (1, C), additive; the step a (1,) long tensor.
 """
 
@@ -37,15 +42,30 @@ def visible(step: Tensor, C: int, dtype: torch.dtype) -> Tensor:
     return torch.zeros(1, C, dtype=dtype, device=step.device).masked_fill_(later[None], float("-inf"))  # (1, C)
 
 
-def write(buffer: Optional[Tensor], new: Tensor, step: Tensor, C: int) -> Tensor:
+def room(buffer: Tensor) -> int:
+    """The positions the storage behind a (B, h, C, d) buffer holds in each row: C, or more when
+    the buffer is a view of the first C positions of a larger one (a capacity reserved up front)."""
+    return buffer.stride(1) // buffer.stride(2)
+
+
+def write(
+    buffer: Optional[Tensor], new: Tensor, step: Tensor, C: int, reserve: int = 0, restart: bool = False
+) -> Tensor:
     """The step's keys or values new (B, h, 1, d) written in place at position `step` of the
-    (B, h, C, d) buffer; a new zero-filled buffer (holding the old one's positions) when there
-    is none yet or it is shorter than C."""
-    if buffer is None or buffer.size(2) < C:
-        grown = new.new_zeros(new.size(0), new.size(1), C, new.size(3))  # (B, h, C, d)
-        if buffer is not None:
-            grown[:, :, : buffer.size(2)] = buffer
-        buffer = grown
+    (B, h, C, d) buffer. A buffer shorter than C is widened: in place, as a view of its storage,
+    when that holds C positions (`reserve` positions were made up front), else into a new
+    zero-filled one (holding the old one's positions) of max(C, reserve) positions. `restart`: a
+    new search's first step in an earlier search's buffer of the same rows, zeroed first (in place:
+    a CUDA graph of that search's steps reads the same storage)."""
+    if buffer is not None and room(buffer) >= C:
+        buffer = buffer.as_strided((*buffer.shape[:2], C, buffer.size(3)), buffer.stride())  # (B, h, C, d), a view
+        if restart:
+            buffer.as_strided((*buffer.shape[:2], room(buffer), buffer.size(3)), buffer.stride()).zero_()
+    else:
+        full = new.new_zeros(new.size(0), new.size(1), max(C, reserve), new.size(3))  # (B, h, C', d)
+        if buffer is not None and not restart:
+            full[:, :, : buffer.size(2)] = buffer
+        buffer = full[:, :, :C]  # (B, h, C, d), a view when C' > C
     return buffer.index_copy_(2, step, new)  # (B, h, C, d)
 
 

@@ -20,6 +20,12 @@ comes round.
 The encoder output is expanded to the beam once and never reordered again: a hypothesis never
 leaves its sentence, and all of a sentence's hypotheses read the same encoder output.
 
+With a graphed step the generator keeps the last batch's search (a Workspace: buffers, decoder
+caches, encoder output, graphs), and a batch of the same shape (sentences, source length, length
+cap) restarts in it in place and replays its graphs with no capture; fairseq-generate's
+--batch-size with --required-seq-len-multiple gives batches of a few shapes. What a search returns
+is its own copy, which later batches leave as it is.
+
 What it does not do is refused in one line (check_options and the generator's own checks): the
 search is fairseq's plain beam search only (no sampling, diverse beam search, constraints, prefix
 tokens, language model fusion, n-gram blocking, --match-source-len, --print-alignment,
@@ -31,7 +37,7 @@ candidates (B, c) in score order; L = max_len + 1 target positions.
 """
 
 import math
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 from fairseq.search import BeamSearch
@@ -81,6 +87,32 @@ def check_options(cfg, args, seq_gen_cls, extra_gen_cls_kwargs) -> None:
         raise refuse(f"the generator {seq_gen_cls.__name__} this caller asks for")
 
 
+class Workspace(NamedTuple):
+    """One batch shape's search: its key (B, S, max_len, bos, device), its BeamStep, the encoder
+    output it reads, the decoder states, its step (step, pos) -> order, and pos, the step (1,) on
+    the device."""
+
+    key: tuple
+    beam: BeamStep
+    encoder_outs: list
+    states: list
+    step_to_order: Callable[[int, Tensor], Tensor]
+    pos: Tensor
+
+
+def copy_into(kept: list, new: list) -> bool:
+    """Each model's encoder output `new` (a dict of lists of tensors) copied into `kept`'s tensors
+    in place, when both have the same fields and tensors of the same shapes and types (else
+    False, nothing copied)."""
+    pairs = [[(name, t) for out in outs for name, ts in out.items() for t in ts] for outs in (kept, new)]
+    described = [[(name, t.shape, t.dtype, t.device) for name, t in tensors] for tensors in pairs]
+    if described[0] != described[1]:
+        return False
+    for (_, old), (_, t) in zip(*pairs, strict=True):
+        old.copy_(t)
+    return True
+
+
 class BatchedBeamSearch(SequenceGenerator):
     """fairseq's beam search with a batch of fixed size (module docstring). beam_stop: 'fairseq'
     or 'paper'; length_penalty(n, alpha): lp(|Y|) of the paper's rule (default n^alpha);
@@ -116,6 +148,7 @@ class BatchedBeamSearch(SequenceGenerator):
         self.length_penalty = length_penalty or (lambda n, alpha: n**alpha)
         self.graph_search = graph_search  # the whole step as one graph (steps below)
         self.cuda_graph = cuda_graph or graph_search  # the decoder step through tasks/decoder_step.py
+        self.kept: Optional[Workspace] = None  # the last batch's search, kept for one of its shape
         if self.cuda_graph:
             check_graphable(models)
 
@@ -142,29 +175,47 @@ class BatchedBeamSearch(SequenceGenerator):
         max_len = min(int(self.max_len_a * S + self.max_len_b), self.max_len - 1)
         if self.min_len > max_len:
             raise PluginError(f"--min-len {self.min_len} is above the maximum length {max_len}: lower it")
-        states = [{} for _ in range(self.model.models_size)]
         encoder_outs = self.model.forward_encoder(sample["net_input"])
         expand = torch.arange(B, device=device).repeat_interleave(k)  # (B k,) each sentence k times
         encoder_outs = self.model.reorder_encoder_out(encoder_outs, expand)
-        beam = BeamStep(self, B, max_len, device, self.eos if bos_token is None else bos_token)
-        step_to_order = self.steps(beam, encoder_outs, states, max_len)
-        pos = torch.zeros(1, dtype=torch.long, device=device)  # (1,) the step, on the device
+        work = self.workspace((B, S, max_len, self.eos if bos_token is None else bos_token, device), encoder_outs)
         for step in range(max_len + 1):  # one step more for the end-of-sentence
-            pos.fill_(step)  # no copy from the host
-            order = step_to_order(step, pos)  # (B k,)
-            if step == max_len or ((step + 1) % SYNC_EVERY == 0 and bool(beam.done.all())):
+            work.pos.fill_(step)  # no copy from the host
+            order = work.step_to_order(step, work.pos)  # (B k,)
+            if step == max_len or ((step + 1) % SYNC_EVERY == 0 and bool(work.beam.done.all())):
                 break
-            self.reorder(states, order, step + 1)
-        return beam.finished.hypotheses()
+            self.reorder(work.states, order, step + 1)
+        return work.beam.finished.hypotheses()
+
+    def workspace(self, key: tuple, encoder_outs) -> Workspace:
+        """The search's buffers, its decoder states and its step for a batch of shape `key` (B, S,
+        max_len, bos, device), holding encoder_outs. With a graphed step the last batch's are kept
+        and, for a batch of the same shape, restarted in place with its encoder output copied in,
+        so their graphs replay again with no capture (fairseq's --batch-size and
+        --required-seq-len-multiple make batches of one shape); else new ones."""
+        kept, self.kept = self.kept, None
+        if kept is not None and kept.key == key and copy_into(kept.encoder_outs, encoder_outs):
+            kept.beam.restart()
+            self.kept = kept
+            return kept
+        del kept  # the old buffers go before new ones come
+        B, _, max_len, bos, device = key
+        beam = BeamStep(self, B, max_len, device, bos)
+        states = [{} for _ in range(self.model.models_size)]
+        pos = torch.zeros(1, dtype=torch.long, device=device)  # (1,) the step, on the device
+        work = Workspace(key, beam, encoder_outs, states, self.steps(beam, encoder_outs, states, max_len), pos)
+        self.kept = work if self.cuda_graph else None
+        return work
 
     def steps(self, beam: BeamStep, encoder_outs, states, max_len: int) -> Callable[[int, Tensor], Tensor]:
         """(step, pos) -> order: the decoder's step, its log P masked as fairseq masks them, and the
         beam's step (beam_step.py). With --cuda-graph-decoding the decoder step through its own
         graph (decoder_step.py); with --cuda-graph-search both as one graph (modules/step_graph.py)
         per cache chunk, whose buffers it changes only when replayed, and eager where a step
-        differs from its chunk's others: the first step, a chunk's first (its caches grow), the
-        steps before --min-len and the length cap."""
-        runner = DecoderStep(self.model.models[0], self.temperature) if self.cuda_graph else None
+        differs from its chunk's others: the first step (it makes the caches), the steps before
+        --min-len and the length cap."""
+        reserve = static_cache.capacity(max_len + 1)  # every step's position, room made at the first
+        runner = DecoderStep(self.model.models[0], self.temperature, reserve) if self.cuda_graph else None
 
         def step_to_order(step: int, pos: Tensor) -> Tensor:
             if self.graph_search:
@@ -178,14 +229,14 @@ class BatchedBeamSearch(SequenceGenerator):
 
         if not self.graph_search:
             return step_to_order
-        now = [0]  # the step being captured: what the graph's Python reads
+        now = [0]  # the step whose Python runs: this one eagerly, else the one its key's graph recorded
+        captured_at = {}  # key: the step its graph was captured at
         graph = StepGraph(lambda pos: step_to_order(now[0], pos), state=beam.mutable)
 
         def graphed(step: int, pos: Tensor) -> Tensor:
-            own = step == 0 or step % static_cache.STATIC_CHUNK == 0 or step < self.min_len or step >= max_len
+            own = step == 0 or step < self.min_len or step >= max_len
             key = None if own else static_cache.capacity(step + 1)
-            if key is None or key != graph.key:  # run eagerly, or captured: a replay runs no Python
-                now[0] = step
+            now[0] = step if key is None else captured_at.setdefault(key, step)  # a replay runs no Python
             return graph(key, pos)
 
         return graphed

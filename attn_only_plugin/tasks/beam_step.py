@@ -47,18 +47,27 @@ class BeamStep:
     def __init__(self, search, B: int, max_len: int, device, bos: int):
         k = self.k = search.beam_size
         self.eos, self.pad, self.paper, self.max_len = search.eos, search.pad, search.paper, max_len
-        self.normalize = search.normalize_scores
-        self.tokens = torch.full((B * k, max_len + 2), self.pad, dtype=torch.long, device=device)  # (B k, L + 1)
-        self.tokens[:, 0] = bos
-        self.scores = torch.zeros(B * k, max_len + 1, device=device)  # (B k, L)
+        self.normalize, self.bos = search.normalize_scores, bos
+        self.tokens = torch.empty(B * k, max_len + 2, dtype=torch.long, device=device)  # (B k, L + 1)
+        self.scores = torch.empty(B * k, max_len + 1, device=device)  # (B k, L)
         self.finished = FinishedHypotheses(B, k, max_len + 1, self.pad, device, self.paper)
-        self.done = torch.zeros(B, dtype=torch.bool, device=device)  # (B,)
+        self.done = torch.empty(B, dtype=torch.bool, device=device)  # (B,)
+        self.restart()
         self.offsets = torch.arange(B, device=device)[:, None] * k  # (B, 1) first row of each sentence
         self.own = torch.arange(B * k, device=device)  # (B k,)
         steps = range(max_len + 1)
         self.divisors = Penalties([search.divisor(t) for t in steps], device)  # what ended hypotheses divide by
         self.bounds = Penalties([search.lp(t + 2) for t in steps], device)  # the paper's bound, per step
         self.last_bound = search.lp(max_len + 1)
+
+    def restart(self) -> None:
+        """The buffers as a search starts, in place (a search of the same shape reuses them): the
+        hypotheses bos then pad, their scores 0, no finished one, no sentence done."""
+        self.tokens.fill_(self.pad)
+        self.tokens[:, 0] = self.bos
+        self.scores.zero_()
+        self.finished.restart()
+        self.done.zero_()
 
     def mutable(self) -> List[Tensor]:
         """What a step changes: to be put back after a run that must leave no trace (a graph's warm-up)."""

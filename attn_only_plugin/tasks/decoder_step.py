@@ -7,9 +7,11 @@ shape. This step hands our decoder only the last tokens, (B k, 1), its python st
 chunk) and the same step as a (1,) tensor on the device, `position`, which the graph reads (the
 embedding's positions and the fixed-size cache's write position and mask, modules/static_cache.py),
 then does what forward_decoder does with the logits (divided by the temperature, log-softmax in
-float32). modules/step_graph.py's StepGraph replays it: a step whose cache chunk is new runs
-eagerly (its buffers grow then, and the first step projects the encoder-decoder keys and values),
-the next one is captured, the rest of the chunk replays it.
+float32). modules/step_graph.py's StepGraph replays it, one graph per cache chunk: the first step
+runs eagerly (it projects the encoder-decoder keys and values, and makes the caches with room for
+all `reserve` positions of the search, so that a new chunk widens them in place), a chunk's first
+step is captured, and the rest of the chunk replays it. The graphs are kept for the next search
+over the same buffers (tasks/batched_search.py's workspace).
 
 Departs from fairseq (which graphs nothing) and needs what a graph needs: one model of ours with
 --static-decoding-cache (refused otherwise, in one line). On a CPU the same step runs eagerly,
@@ -46,10 +48,11 @@ def check_graphable(models) -> None:
 
 class DecoderStep:
     """step(step, tokens, encoder_outs, states) -> (B k, V) log-probabilities of the next token,
-    through a StepGraph keyed by the cache chunk; one per search (a batch's buffers are its own)."""
+    through a StepGraph keyed by the cache chunk, the caches with room for `reserve` positions;
+    one per set of search buffers (tasks/batched_search.py's workspace)."""
 
-    def __init__(self, model, temperature: float):
-        self.model, self.temperature = model, temperature
+    def __init__(self, model, temperature: float, reserve: int):
+        self.model, self.temperature, self.reserve = model, temperature, reserve
         self.graph = StepGraph(self.run)
         self.position = None  # (1,) the step, on the device
         self.step, self.encoder_out, self.state = 0, None, None
@@ -62,6 +65,7 @@ class DecoderStep:
             incremental_state=self.state,
             step=self.step,
             position=position,
+            reserve=self.reserve,
         )  # (B k, 1, V) logits, extra
         scaled = (out[0][:, -1:, :].div_(self.temperature), out[1])  # (B k, 1, V)
         return self.model.get_normalized_probs(scaled, log_probs=True, sample=None)[:, -1, :]  # (B k, V)
@@ -77,5 +81,5 @@ class DecoderStep:
         if self.position is None:
             self.position = torch.zeros(1, dtype=torch.long, device=tokens.device)
         self.position.fill_(step)  # on the device: no copy from the host
-        key = None if step % static_cache.STATIC_CHUNK == 0 else static_cache.capacity(step + 1)  # chunk start: eager
+        key = None if step == 0 else static_cache.capacity(step + 1)  # the first step eager
         return self.graph(key, tokens[:, step : step + 1], self.position)  # (B k, 1) -> (B k, V)

@@ -33,11 +33,19 @@ class FinishedHypotheses:
     (-inf: an empty slot), length (B, k)."""
 
     def __init__(self, B: int, k: int, L: int, pad: int, device: torch.device, paper: bool):
-        self.k, self.paper = k, paper
-        self.tokens = torch.full((B, k, L), pad, dtype=torch.long, device=device)  # (B, k, L)
-        self.cumulative = torch.zeros(B, k, L, device=device)  # (B, k, L)
-        self.score = torch.full((B, k), -math.inf, device=device)  # (B, k)
-        self.length = torch.zeros(B, k, dtype=torch.long, device=device)  # (B, k)
+        self.k, self.paper, self.pad = k, paper, pad
+        self.tokens = torch.empty(B, k, L, dtype=torch.long, device=device)  # (B, k, L)
+        self.cumulative = torch.empty(B, k, L, device=device)  # (B, k, L)
+        self.score = torch.empty(B, k, device=device)  # (B, k)
+        self.length = torch.empty(B, k, dtype=torch.long, device=device)  # (B, k)
+        self.restart()
+
+    def restart(self) -> None:
+        """Every slot empty, in place."""
+        self.tokens.fill_(self.pad)
+        self.cumulative.zero_()
+        self.score.fill_(-math.inf)
+        self.length.zero_()
 
     def count(self) -> Tensor:
         """(B,) slots filled."""
@@ -74,10 +82,12 @@ class FinishedHypotheses:
         """fairseq's format: per sentence its kept hypotheses, best first (torch.sort of the scores
         in slot order, as SequenceGenerator sorts its lists): tokens with the end-of-sentence,
         score (penalised), positional_scores (each token's log P), attention and alignment empty.
-        The tensors are views of the slots on the device (no copy per hypothesis); only the scores
-        and lengths come to the host, once, to choose and order them."""
+        The tensors are views of one copy of the slots on the device (no copy per hypothesis; the
+        slots themselves are reused by a later search); only the scores and lengths come to the
+        host, once, to choose and order them."""
         per_token = self.cumulative.clone()  # (B, k, L)
         per_token[:, :, 1:] = self.cumulative[:, :, 1:] - self.cumulative[:, :, :-1]  # fairseq's difference
+        tokens, score = self.tokens.clone(), self.score.clone()  # (B, k, L), (B, k)
         scores, lengths = self.score.cpu(), self.length.tolist()  # one copy to the host each
         out = []
         for b in range(scores.size(0)):
@@ -88,8 +98,8 @@ class FinishedHypotheses:
                 n = lengths[b][j]
                 hypos.append(
                     {
-                        "tokens": self.tokens[b, j, :n],  # (n,) views of the slots, on the device
-                        "score": self.score[b, j],
+                        "tokens": tokens[b, j, :n],  # (n,) views of the copy, on the device
+                        "score": score[b, j],
                         "attention": torch.empty(0),
                         "alignment": torch.empty(0),
                         "positional_scores": per_token[b, j, :n],

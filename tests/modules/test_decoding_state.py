@@ -76,6 +76,31 @@ def test_a_reorder_that_moves_few_hypotheses_copies_them_in_place():
     assert state.entries["0.self.k"].data_ptr() == buffer and torch.equal(keys, plain["k"])
 
 
+def test_the_memory_is_projected_at_a_search_first_step_into_the_last_searchs_tensors():
+    """Encoder-decoder keys and values: projected at step 0, kept after; a new search over the same
+    state projects again at its step 0, into the tensors of the same shape it holds (a CUDA graph of
+    the steps reads them there), and into new ones for another shape."""
+    state = DecodingState({})
+    memories = [torch.randn(rows, H, 5, D) for rows in (2, 2, 2, 2, 3, 3)]  # (B_s, h, S, d), k and v by turns
+    calls = []
+
+    def project():
+        calls.append(1)
+        return memories[2 * len(calls) - 2], memories[2 * len(calls) - 1]
+
+    def step(t, rows=2):
+        state.begin_step(torch.zeros(rows, 5, dtype=torch.bool), torch.float32, step=t)
+        return state.memory("0.cross", project)
+
+    k, v = step(0)
+    assert step(1) == (k, v) and len(calls) == 1  # kept
+    again = step(0)  # a new search
+    assert again[0] is k and again[1] is v and len(calls) == 2  # projected, into the same tensors
+    assert torch.equal(k, memories[2]) and torch.equal(v, memories[3])
+    other = step(0, rows=3)  # a new search of another shape
+    assert other[0] is memories[4] and other[1] is memories[5]
+
+
 def test_the_memory_mask_is_additive_and_made_once_a_step():
     state = DecodingState({})
     _begin(state, 2)

@@ -26,6 +26,23 @@ def test_mask_and_buffers_by_hand():
     assert [static_cache.capacity(n) for n in (1, 64, 65)] == [64, 64, 128]
 
 
+def test_room_reserved_up_front_is_widened_in_place_and_restarted_by_a_new_search():
+    """With `reserve`, the buffer is a view of the first C positions of one storage: a new chunk
+    widens the view (no copy, the same storage), and a new search's first step (restart) zeroes the
+    storage and starts over in it."""
+    new = torch.ones(2, 1, 1, 3)  # (B, h, 1, d)
+    buf = static_cache.write(None, new, torch.tensor([0]), 4, reserve=12)
+    assert buf.shape == (2, 1, 4, 3) and static_cache.room(buf) == 12 and buf[:, :, 0].eq(1).all()
+    wide = static_cache.write(buf, 2 * new, torch.tensor([4]), 8, reserve=12)  # a new chunk
+    assert wide.shape == (2, 1, 8, 3) and wide.untyped_storage().data_ptr() == buf.untyped_storage().data_ptr()
+    assert wide[:, :, [0, 4]].tolist() == [[[[1.0] * 3, [2.0] * 3]]] * 2 and wide[:, :, 5:].eq(0).all()
+    again = static_cache.write(wide, 3 * new, torch.tensor([0]), 4, reserve=12, restart=True)  # a new search
+    assert again.shape == (2, 1, 4, 3) and again.untyped_storage().data_ptr() == buf.untyped_storage().data_ptr()
+    assert again[:, :, 0].eq(3).all() and wide[:, :, 1:].eq(0).all()
+    fresh = static_cache.write(None, new, torch.tensor([0]), 4)  # no reserve: just the chunk
+    assert static_cache.room(fresh) == 4
+
+
 def test_reorder_in_place_keeps_the_buffer():
     buf = torch.arange(4.0).view(4, 1, 1, 1).repeat(1, 1, 3, 1)  # (4, 1, 3, 1), row b holds b
     order = torch.tensor([1, 1, 3, 2])

@@ -1,7 +1,7 @@
 """modules/step_graph.py's StepGraph without a GPU: on a CPU it is the plain function; its capture
 and replay bookkeeping (one capture per key, inputs copied into the graph's own, the same output
 tensor every replay) against a stand-in for torch.cuda whose "graph" reruns the function on the
-captured inputs."""
+captured inputs; each key's graph kept, all sharing the first one's memory pool."""
 
 import contextlib
 from types import SimpleNamespace
@@ -26,6 +26,9 @@ class FakeGraph:
     def __init__(self):
         self.run = None
 
+    def pool(self):
+        return ("pool of", self)
+
     def replay(self):
         self.output.copy_(self.run())
 
@@ -34,8 +37,8 @@ def fake_cuda(monkeypatch, log):
     stream = SimpleNamespace(wait_stream=lambda other: None)
 
     @contextlib.contextmanager
-    def graph(g):
-        log.append("capture")
+    def graph(g, pool=None):
+        log.append(("capture", pool))
         yield
 
     monkeypatch.setattr(
@@ -68,15 +71,17 @@ def test_one_capture_per_key_and_replays_read_the_new_inputs(monkeypatch):
 
     def capture(key, inputs):
         original_capture(key, inputs)
-        graph.graph.run, graph.graph.output = (lambda: fn(*graph.inputs)), graph.output
+        captured = graph.graphs[key]
+        captured.graph.run, captured.graph.output = (lambda: fn(*captured.inputs)), captured.output
 
     graph.capture = capture
     outputs = []
-    for step, key in [(1, 64), (2, 64), (3, 64), (65, 128), (66, 128)]:
+    for step, key in [(1, 64), (2, 64), (3, 64), (65, 128), (66, 128), (4, 64)]:  # then 64's graph again
         x, pos = torch.full((2,), float(step)), torch.tensor([step])
         out = graph(key, x, pos)
         outputs.append(out)
         assert torch.equal(out, x + pos) and state[0] == step  # the new inputs, not the captured ones
-    assert log == ["capture", "capture"] and graph.captures == 2
-    assert outputs[0] is outputs[1] is outputs[2] and outputs[3] is outputs[4] and outputs[2] is not outputs[3]
-    assert len(calls) == 2 * (step_graph.WARMUP_RUNS + 1) + 5  # warm-ups and capture, then one run a replay
+    first = graph.graphs[64].graph
+    assert log == [("capture", None), ("capture", ("pool of", first))] and graph.captures == 2
+    assert outputs[0] is outputs[1] is outputs[2] is outputs[5] and outputs[3] is outputs[4] is not outputs[0]
+    assert len(calls) == 2 * (step_graph.WARMUP_RUNS + 1) + 6  # warm-ups and capture, then one run a replay

@@ -1,8 +1,9 @@
 """`--cuda-graph-decoding` (tasks/decoder_step.py) without a GPU: its step, which hands the decoder
 the last tokens and the step as a device tensor, gives fairseq's hypotheses eagerly on a CPU (said
 once in the log); through a stand-in for torch.cuda whose "graph" reruns the step on the captured
-inputs, one capture per cache chunk, the chunk's first step eager, and still the same hypotheses;
-no step but a chunk's first makes cache storage; what cannot be graphed is refused in one line."""
+inputs, one capture per cache chunk, the search's first step eager, and still the same hypotheses;
+no later step makes cache storage; a batch of the same shape replays the last one's graphs; what
+cannot be graphed is refused in one line."""
 
 import contextlib
 import logging
@@ -23,19 +24,27 @@ from helpers import HOST_OPS, HostReads, StorageReads, ending_model, make_dictio
 D = make_dictionary(30)
 
 
-def decode(models, batched, graph=False, whole=False, stop="fairseq", **options):
+def generator(models, batched, graph=False, whole=False, stop="fairseq", **options):
     cfg = PaperTranslationConfig(
         batched_search=batched, cuda_graph_decoding=graph, cuda_graph_search=whole, lenpen_style="gnmt", beam_stop=stop
     )
     args = dict(beam=4, lenpen=0.6, max_len_a=1, max_len_b=5, min_len=1, unkpen=0, temperature=1.3)
-    gen = PaperTranslationTask(cfg, D, D).build_generator(models, Namespace(**dict(args, **options)))
-    src, _ = random_batch(D, B=6, S=9, seed=3)
-    for b in range(6):
-        src[b, : b % 5] = D.pad()  # (B, S): 0 to 4 pads
-    sample = {"id": torch.arange(6), "net_input": {"src_tokens": src, "src_lengths": src.ne(D.pad()).sum(1)}}
+    return PaperTranslationTask(cfg, D, D).build_generator(models, Namespace(**dict(args, **options)))
+
+
+def search(gen, models, seed=3, B=6, S=9):
+    """gen's hypotheses for a random batch of B sentences of S tokens, 0 to 4 of them pads."""
+    src, _ = random_batch(D, B=B, S=S, seed=seed)
+    for b in range(B):
+        src[b, : b % 5] = D.pad()  # (B, S)
+    sample = {"id": torch.arange(B), "net_input": {"src_tokens": src, "src_lengths": src.ne(D.pad()).sum(1)}}
     with torch.no_grad():
         out = gen.generate(models, sample)
     return [[(h["tokens"].tolist(), float(h["score"]), h["positional_scores"]) for h in hyps] for hyps in out]
+
+
+def decode(models, batched, graph=False, whole=False, stop="fairseq", **options):
+    return search(generator(models, batched, graph, whole, stop, **options), models)
 
 
 def assert_same(theirs, ours):
@@ -62,12 +71,13 @@ def test_eager_on_a_cpu_gives_fairseqs_hypotheses_and_says_so(chunk, monkeypatch
     assert_same(decode([model], False), ours)
 
 
-def fake_cuda(monkeypatch, graph=lambda g: contextlib.nullcontext(), replaying=contextlib.nullcontext):
+def fake_cuda(monkeypatch, graph=lambda g: contextlib.nullcontext(), replaying=lambda key: contextlib.nullcontext()):
     """torch.cuda stand-in: capturing records the step, replay reruns it on the captured inputs;
-    `graph(g)` is the context a capture runs the step in, `replaying()` the one a replay reruns it in."""
+    `graph(g)` is the context a capture runs the step in, `replaying(key)` the one a replay of the
+    key's graph reruns it in. Returns the keys captured, in turn."""
     stream = SimpleNamespace(wait_stream=lambda other: None)
     cuda = dict(Stream=lambda: stream, current_stream=lambda: stream, stream=lambda s: contextlib.nullcontext())
-    cuda.update(CUDAGraph=lambda: SimpleNamespace(), graph=graph)
+    cuda.update(CUDAGraph=lambda: SimpleNamespace(pool=lambda: "pool"), graph=lambda g, pool=None: graph(g))
     monkeypatch.setattr(step_graph, "cuda", SimpleNamespace(**cuda))
     monkeypatch.setattr(step_graph, "graphable", lambda x: True)
     keys = []
@@ -77,34 +87,38 @@ def fake_cuda(monkeypatch, graph=lambda g: contextlib.nullcontext(), replaying=c
         capture(self, key, inputs)
         keys.append(key)
 
-        def replay():
-            with replaying():
-                out = self.fn(*self.inputs)
-            self.output.copy_(out)
+        captured = self.graphs[key]
 
-        self.graph.replay = replay
+        def replay():
+            with replaying(key):
+                out = self.fn(*captured.inputs)
+            captured.output.copy_(out)
+
+        captured.graph.replay = replay
 
     monkeypatch.setattr(StepGraph, "capture", recording_capture)
     return keys
 
 
 def test_graphed_steps_one_capture_per_chunk(monkeypatch):
-    """Chunks of 4 steps: steps 0, 4, 8, ... run eagerly (their buffers grow), each chunk's second
-    step is captured and the rest replay; cache storage is made only at a chunk's first step."""
+    """Chunks of 4 steps: step 0 runs eagerly and makes every cache, with room for the whole
+    search; each chunk's first step after it (1, 4, 8, 12) is captured and the rest replay; no
+    later step makes cache storage (a chunk's start widens the caches in place)."""
     monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
     keys = fake_cuda(monkeypatch)
     model = ending_model(D, static_decoding_cache=True)
-    grown, write = [], static_cache.write
+    made, write = [], static_cache.write
 
-    def spy(buf, new, step, C):
-        if buf is None or buf.size(2) < C:
-            grown.append(int(step))
-        return write(buf, new, step, C)
+    def spy(buf, new, step, *rest):
+        out = write(buf, new, step, *rest)
+        if buf is None or out.untyped_storage().data_ptr() != buf.untyped_storage().data_ptr():
+            made.append(int(step))
+        return out
 
     monkeypatch.setattr(static_cache, "write", spy)
     ours = decode([model], True, graph=True)
-    assert keys == [4, 8, 12, 16]  # captured at steps 1, 5, 9, 13 (max_len 14: some sentence at the cap)
-    assert set(grown) == {0, 4, 8, 12}
+    assert keys == [4, 8, 12, 16]  # max_len 14: some sentence at the cap
+    assert set(made) == {0}
     monkeypatch.undo()
     assert_same(decode([model], False), ours)
 
@@ -112,15 +126,15 @@ def test_graphed_steps_one_capture_per_chunk(monkeypatch):
 @pytest.mark.parametrize("stop", ["fairseq", "paper"])
 def test_the_whole_search_step_graphed(monkeypatch, stop):
     """--cuda-graph-search: the decoder's and the search's step as one graph per chunk of 4 steps,
-    captured at its second step, the search's buffers changed only by the replays (the stand-in's
-    capture runs the step, as a real one does not: StepGraph puts them back), the Python of a
-    replay the captured step's, as a real graph's (a tensor sliced by the step would be wrong),
-    and the same hypotheses as fairseq's search, by either stopping rule."""
+    captured at its first step (the search's first step eager), the search's buffers changed only
+    by the replays (the stand-in's capture runs the step, as a real one does not: StepGraph puts
+    them back), the Python of a replay the captured step's, as a real graph's (a tensor sliced by
+    the step would be wrong), and the same hypotheses as fairseq's search, by either stopping rule."""
     monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
     keys = fake_cuda(monkeypatch)
     model = ending_model(D, static_decoding_cache=True)
     ours = decode([model], True, whole=True, stop=stop)
-    assert keys == [4, 8, 12, 16]  # steps 0, 4, 8, 12 and the cap (14) eager; 1, 5, 9, 13 captured
+    assert keys == [4, 8, 12, 16]  # steps 0 and the cap (14) eager; 1, 4, 8, 12 captured
     monkeypatch.undo()
     assert_same(decode([model], False, stop=stop), ours)
 
@@ -159,19 +173,22 @@ def test_the_capture_audit_sees_a_read_on_the_host(monkeypatch):
 
 
 def replay_audits(monkeypatch, whole: bool, stop: str = "fairseq") -> list:
-    """A search through fake_cuda, chunks of 4 steps, with each capture and each replay (the step's
-    Python rerun on the captured inputs) under a StorageReads audit (helpers.py): per capture,
-    (its audit, its replays' audits)."""
+    """Two batches of one shape searched by one generator through fake_cuda, chunks of 4 steps,
+    with each capture and each replay (the step's Python rerun on the captured inputs) under a
+    StorageReads audit (helpers.py): per capture, (its audit, its replays' audits, both batches')."""
     monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
-    graphs = []
-    fake_cuda(
+    captures, replays = [], {}
+    keys = fake_cuda(
         monkeypatch,
-        graph=lambda g: graphs.append((StorageReads(), [])) or graphs[-1][0],
-        replaying=lambda: graphs[-1][1].append(StorageReads()) or graphs[-1][1][-1],
+        graph=lambda g: captures.append(StorageReads()) or captures[-1],
+        replaying=lambda key: replays.setdefault(key, []).append(StorageReads()) or replays[key][-1],
     )
-    decode([ending_model(D, static_decoding_cache=True)], True, graph=not whole, whole=whole, stop=stop)
-    assert len(graphs) == 4 and all(len(replays) >= 1 for _, replays in graphs)
-    return graphs
+    model = ending_model(D, static_decoding_cache=True)
+    gen = generator([model], True, graph=not whole, whole=whole, stop=stop)
+    for seed in (3, 4):
+        search(gen, [model], seed=seed)
+    assert len(captures) == len(keys) == 4 and all(len(replays.get(key, [])) >= 2 for key in keys)
+    return [(captured, replays[key]) for captured, key in zip(captures, keys, strict=True)]
 
 
 @pytest.mark.parametrize("whole", [False, True], ids=["decoder step", "whole step"])
@@ -180,10 +197,34 @@ def test_each_replay_touches_the_storages_of_its_capture(monkeypatch, whole, sto
     """A real graph's replay runs its capture's kernels on the addresses they had then. Rerun at
     each replay, the step's Python must read and write, of what was there before it (the caches,
     the search's buffers, the encoder output, the graph's inputs), exactly the storages its capture
-    did: else a real replay would work on memory the search no longer uses (which the stand-in's
+    did, in the batch it was captured in and in the next batch of the same shape, which replays
+    it: else a real replay would work on memory the search no longer uses (which the stand-in's
     rerun, reading the new tensors, would not show in the hypotheses)."""
     for captured, replays in replay_audits(monkeypatch, whole, stop):
         assert captured.storages and all(replay.storages == captured.storages for replay in replays)
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["decoder step", "whole step"])
+def test_a_batch_of_the_same_shape_replays_the_last_ones_graphs(monkeypatch, whole):
+    """Batches of one shape, as fairseq-generate makes them with --batch-size and
+    --required-seq-len-multiple: the generator keeps the last batch's buffers and graphs, a batch
+    of the same shape restarts in them and replays those graphs with no capture, and one of
+    another shape makes its own. Each batch gets the hypotheses of fairseq's search, and an
+    earlier batch's hypotheses stay as they were."""
+    monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
+    keys = fake_cuda(monkeypatch)
+    model = ending_model(D, static_decoding_cache=True)
+    gen = generator([model], True, graph=not whole, whole=whole)
+    ours = {(3, 6): search(gen, [model], seed=3)}
+    assert keys == [4, 8, 12, 16]
+    ours[4, 6] = search(gen, [model], seed=4)
+    assert keys == [4, 8, 12, 16]  # nothing captured
+    ours[5, 5] = search(gen, [model], seed=5, B=5)
+    assert keys[4:] == [4, 8, 12, 16]  # another shape: its own graphs
+    monkeypatch.undo()
+    plain = generator([model], False)
+    for (seed, B), hypotheses in ours.items():
+        assert_same(search(plain, [model], seed=seed, B=B), hypotheses)
 
 
 def test_the_storage_audit_sees_a_cache_replaced(monkeypatch):

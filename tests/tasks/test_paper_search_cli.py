@@ -77,23 +77,35 @@ def test_interactive_and_the_python_api_decode_alike_and_refuse_an_unknown_rule(
     assert proc.returncode == 2 and "invalid choice: 'best'" in proc.stderr, proc.stderr[-2000:]
 
 
+def generated(*args) -> dict:
+    """fairseq-generate's hypotheses, by sentence (generate_log.parse)."""
+    return generate_log.parse(run(BIN / "fairseq-generate", *args).stdout.splitlines())
+
+
 @pytest.mark.parametrize("rule", ["fairseq", "paper"])
 def test_batched_search_prints_what_fairseqs_search_prints(trained, rule, monkeypatch):
     """fairseq-generate --batched-search (tasks/batched_search.py) with 2-best lists, and with the
-    fixed-size caches and --cuda-graph-decoding or --cuda-graph-search (eager on a CPU): the same
-    hypotheses as without, scores as fairseq prints them (4 decimals) within one unit of the last
-    digit; the Python API's
+    fixed-size caches and --cuda-graph-decoding or --cuda-graph-search (eager on a CPU) in batches
+    of 2 sources padded to multiples of 8 (batches of one shape, which search in the last one's
+    buffers): the same hypotheses as without, scores as fairseq prints them (4 decimals) within
+    one unit of the last digit; the Python API's
     translate(..., batched_search=True) the same translations; a refused option in one line."""
     data, checkpoint = trained
     args = [data, "--path", checkpoint, "--gen-subset", "test", "--beam-stop", rule, "--nbest", 2, *DECODE]
-    reference = generate_log.parse(run(BIN / "fairseq-generate", *args).stdout.splitlines())
     static = ["--batched-search", "--model-overrides", "{'static_decoding_cache': True}"]
-    for extra in (["--batched-search"], [*static, "--cuda-graph-decoding"], [*static, "--cuda-graph-search"]):
-        ours = generate_log.parse(run(BIN / "fairseq-generate", *args, *extra).stdout.splitlines())
+    shaped = [*args, "--batch-size", 2, "--required-seq-len-multiple", 8]  # a longer length cap: S counts the pads
+    references = {id(args): generated(*args), id(shaped): generated(*shaped)}
+    for common, extra in [
+        (args, ["--batched-search"]),
+        (shaped, [*static, "--cuda-graph-decoding"]),
+        (shaped, [*static, "--cuda-graph-search"]),
+    ]:
+        reference, ours = references[id(common)], generated(*common, *extra)
         assert sorted(ours) == sorted(reference) and len(reference) == 20
+        assert sum(len(sentence.hypotheses) for sentence in reference.values()) >= 38  # 2-best lists, but a few
         for i, ref in reference.items():
             got = ours[i]
-            assert len(got.hypotheses) == len(ref.hypotheses) == 2 and len(got.positional) == len(ref.positional) == 2
+            assert len(got.hypotheses) == len(ref.hypotheses) == len(got.positional) == len(ref.positional) >= 1
             for (score, text), (ref_score, ref_text) in zip(got.hypotheses, ref.hypotheses, strict=True):
                 assert text == ref_text and score == pytest.approx(ref_score, abs=2e-4)
             for per_token, ref_per_token in zip(got.positional, ref.positional, strict=True):
