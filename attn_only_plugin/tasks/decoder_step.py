@@ -46,19 +46,20 @@ def check_graphable(models) -> None:
         logger.warning("--cuda-graph-decoding: the model is not on a CUDA device, so its decoder step runs eagerly")
 
 
-class DecoderStep:
-    """step(step, tokens, encoder_outs, states) -> (B k, V) log-probabilities of the next token,
-    through a StepGraph keyed by the cache chunk, the caches with room for `reserve` positions;
-    one per set of search buffers (tasks/batched_search.py's workspace)."""
+class Step:
+    """One decoder step on last_tokens (B k, 1) at `position` ((1,), on the device): what
+    EnsembleModel.forward_decoder computes, with the step, encoder output and decoder state of the
+    call (begin). Apart from DecoderStep, whose graph holds it: no reference cycle keeps a search's
+    caches alive after the search."""
 
     def __init__(self, model, temperature: float, reserve: int):
         self.model, self.temperature, self.reserve = model, temperature, reserve
-        self.graph = StepGraph(self.run)
-        self.position = None  # (1,) the step, on the device
         self.step, self.encoder_out, self.state = 0, None, None
 
-    def run(self, last_tokens: Tensor, position: Tensor) -> Tensor:
-        """One decoder step on last_tokens (B k, 1): what EnsembleModel.forward_decoder computes."""
+    def begin(self, step: int, encoder_outs, states) -> None:
+        self.step, self.encoder_out, self.state = step, encoder_outs[0], states[0]
+
+    def __call__(self, last_tokens: Tensor, position: Tensor) -> Tensor:
         out = self.model.decoder(
             last_tokens,
             encoder_out=self.encoder_out,
@@ -70,14 +71,25 @@ class DecoderStep:
         scaled = (out[0][:, -1:, :].div_(self.temperature), out[1])  # (B k, 1, V)
         return self.model.get_normalized_probs(scaled, log_probs=True, sample=None)[:, -1, :]  # (B k, V)
 
+
+class DecoderStep:
+    """step(step, tokens, encoder_outs, states) -> (B k, V) log-probabilities of the next token,
+    through a StepGraph keyed by the cache chunk, the caches with room for `reserve` positions;
+    one per set of search buffers (tasks/batched_search.py's workspace)."""
+
+    def __init__(self, model, temperature: float, reserve: int):
+        self.run = Step(model, temperature, reserve)
+        self.graph = StepGraph(self.run)
+        self.position = None  # (1,) the step, on the device
+
     def eager(self, step: int, last_tokens: Tensor, position: Tensor, encoder_outs, states) -> Tensor:
         """The step on last_tokens (B k, 1) at `position` ((1,), on the device) without a graph of
         its own: inside a caller's graph of the whole search step (--cuda-graph-search). (B k, V)."""
-        self.step, self.encoder_out, self.state = step, encoder_outs[0], states[0]
+        self.run.begin(step, encoder_outs, states)
         return self.run(last_tokens, position)
 
     def __call__(self, step: int, tokens: Tensor, encoder_outs, states) -> Tensor:
-        self.step, self.encoder_out, self.state = step, encoder_outs[0], states[0]
+        self.run.begin(step, encoder_outs, states)
         if self.position is None:
             self.position = torch.zeros(1, dtype=torch.long, device=tokens.device)
         self.position.fill_(step)  # on the device: no copy from the host

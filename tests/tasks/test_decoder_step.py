@@ -6,7 +6,9 @@ no later step makes cache storage; a batch of the same shape replays the last on
 cannot be graphed is refused in one line."""
 
 import contextlib
+import gc
 import logging
+import weakref
 from argparse import Namespace
 from types import SimpleNamespace
 
@@ -87,14 +89,14 @@ def fake_cuda(monkeypatch, graph=lambda g: contextlib.nullcontext(), replaying=l
         capture(self, key, inputs)
         keys.append(key)
 
-        captured = self.graphs[key]
+        fn, (graph, inputs, output) = self.fn, self.graphs[key]
 
-        def replay():
+        def replay():  # referring to neither the graph nor its StepGraph, as a real graph does not
             with replaying(key):
-                out = self.fn(*captured.inputs)
-            captured.output.copy_(out)
+                out = fn(*inputs)
+            output.copy_(out)
 
-        captured.graph.replay = replay
+        graph.replay = replay
 
     monkeypatch.setattr(StepGraph, "capture", recording_capture)
     return keys
@@ -242,3 +244,23 @@ def test_refused_where_it_cannot_graph():
         decode([plain], True, graph=True)
     with pytest.raises(PluginError, match="^--cuda-graph-decoding graphs one model's step: give one --path"):
         decode([cached, cached], True, graph=True)
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["decoder step", "whole step"])
+def test_a_batch_of_another_shape_frees_the_last_ones_buffers_at_once(monkeypatch, whole):
+    """The kept search of the last batch goes as soon as a batch of another shape comes, before
+    the new one's buffers are made: nothing of it sits in a reference cycle that would hold its
+    caches (GPU memory) until Python's garbage collector comes round."""
+    monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
+    fake_cuda(monkeypatch)
+    model = ending_model(D, static_decoding_cache=True)
+    gen = generator([model], True, graph=not whole, whole=whole)
+    search(gen, [model], seed=3)
+    cache = weakref.ref(next(t for t in gen.kept.states[0][next(iter(gen.kept.states[0]))].values() if t is not None))
+    beam = weakref.ref(gen.kept.beam.tokens)
+    gc.disable()
+    try:
+        search(gen, [model], seed=5, B=5)
+        assert cache() is None and beam() is None
+    finally:
+        gc.enable()
