@@ -236,7 +236,10 @@ class BatchedBeamSearch(SequenceGenerator):
         def graphed(step: int, pos: Tensor) -> Tensor:
             own = step == 0 or step < self.min_len or step >= max_len
             key = None if own else static_cache.capacity(step + 1)
-            now[0] = step if key is None else captured_at.setdefault(key, step)  # a replay runs no Python
+            if key in graph.graphs:  # a replay runs no Python (a stand-in's reruns its capture's)
+                now[0] = captured_at[key]
+            else:  # eager, or captured now
+                now[0] = captured_at[key] = step
             return graph(key, pos)
 
         return graphed
