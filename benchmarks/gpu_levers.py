@@ -231,8 +231,15 @@ def cells(row) -> list:
         f"{g['fairseq']['sentences_per_s']:.1f}",
         f"{g['ours']['sentences_per_s'] / g['fairseq']['sentences_per_s']:.2f}x ({ratios})",
         "",
-        f"{g['identical_sentences']} of {g['sentences']}",
+        f"{g['identical_sentences']} of {g['sentences']}" + captures_cell(g.get("graphs_captured_per_repeat")),
     ]
+
+
+def captures_cell(per_repeat) -> str:
+    """The CUDA graphs a graphed search captured in each repeat, when it captured any: "" else."""
+    if not per_repeat or not any(per_repeat):
+        return ""
+    return "; graphs captured per repeat: " + ", ".join(map(str, per_repeat))
 
 
 def varlen_cell(check) -> str:

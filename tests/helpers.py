@@ -12,6 +12,7 @@ machine has or how busy it is (a reduction split over 2 threads rounds different
 two processes of a distributed run do not fight over the same cores.
 """
 
+import contextlib
 import hashlib
 import os
 import random
@@ -32,6 +33,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import attn_only_plugin  # noqa: F401  (registers everything)
 from attn_only_plugin.guards.save_dir import LOCK_NAME
 from attn_only_plugin.models.transformer import AttnOnlyTransformer, TransformerConfig
+from attn_only_plugin.modules import step_graph
+from attn_only_plugin.modules.step_graph import StepGraph
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -232,6 +235,36 @@ class StorageReads(TorchDispatchMode):
             if isinstance(t, torch.Tensor):
                 self.made.add(t.untyped_storage().data_ptr())
         return out
+
+
+def fake_cuda(monkeypatch, graph=lambda g: contextlib.nullcontext(), replaying=lambda key: contextlib.nullcontext()):
+    """torch.cuda stand-in for modules/step_graph.py (CUDA graphs without a GPU): capturing records
+    the step, replay reruns it on the captured inputs;
+    `graph(g)` is the context a capture runs the step in, `replaying(key)` the one a replay of the
+    key's graph reruns it in. Returns the keys captured, in turn."""
+    stream = SimpleNamespace(wait_stream=lambda other: None)
+    cuda = dict(Stream=lambda: stream, current_stream=lambda: stream, stream=lambda s: contextlib.nullcontext())
+    cuda.update(CUDAGraph=lambda: SimpleNamespace(pool=lambda: "pool"), graph=lambda g, pool=None: graph(g))
+    monkeypatch.setattr(step_graph, "cuda", SimpleNamespace(**cuda))
+    monkeypatch.setattr(step_graph, "graphable", lambda x: True)
+    keys = []
+    capture = StepGraph.capture
+
+    def recording_capture(self, key, inputs):
+        capture(self, key, inputs)
+        keys.append(key)
+
+        fn, (cuda_graph, static_inputs, output) = self.fn, self.graphs[key]
+
+        def replay():  # referring to neither the graph nor its StepGraph, as a real graph does not
+            with replaying(key):
+                out = fn(*static_inputs)
+            output.copy_(out)
+
+        cuda_graph.replay = replay
+
+    monkeypatch.setattr(StepGraph, "capture", recording_capture)
+    return keys
 
 
 def reference_varlen(q, k, v, queries, keys, causal):

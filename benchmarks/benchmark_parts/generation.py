@@ -69,6 +69,21 @@ def search_for(shape, name, model, d):
     return SequenceGenerator([model], d, **settings)
 
 
+def counting_captures():
+    """Counts the CUDA graphs our searches capture (modules/step_graph.py's StepGraph.capture,
+    wrapped in this process): a list whose one item is the count so far."""
+    from attn_only_plugin.modules.step_graph import StepGraph
+
+    count, capture = [0], StepGraph.capture
+
+    def counted(self, key, inputs):
+        count[0] += 1
+        return capture(self, key, inputs)
+
+    StepGraph.capture = counted
+    return count
+
+
 def generation(
     shape, device, n_sentences, batch_size, batching, repeats=1, half=False, ct2=True, profile=False, trace=None
 ):
@@ -106,10 +121,12 @@ def generation(
         )
     batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2, batching=batching)
     seconds = {name: [0.0] * repeats for name in gens}
+    captured, captures = counting_captures(), []  # graphs captured in each repeat (ours's only have any)
     hyps = {name: [] for name in gens}
     sync = synchronizer(device)
     with torch.no_grad(), folder:
         for r in range(repeats):
+            captures.append(-captured[0])
             for i, b in enumerate(batches):
                 src, lengths = b["src"].to(device), b["lengths"].to(device)
                 for name in rotation(list(gens), r + i):
@@ -119,6 +136,7 @@ def generation(
                     seconds[name][r] += time.perf_counter() - t
                     if r == 0:
                         hyps[name] += out
+            captures[r] += captured[0]
         profiles = {}
         if profile:  # the first batch once more with each model, under the profiler
             src, lengths = batches[0]["src"].to(device), batches[0]["lengths"].to(device)
@@ -137,6 +155,7 @@ def generation(
     result["ratio_per_repeat"] = [f / o for f, o in zip(seconds["fairseq"], seconds["ours"], strict=False)]
     result["identical_hypotheses"] = hyps["ours"] == hyps["fairseq"]
     result["identical_sentences"] = sum(a == b for a, b in zip(hyps["ours"], hyps["fairseq"], strict=False))
+    result["graphs_captured_per_repeat"] = captures  # a graphed search's captures: fewer once its shapes repeat
     result["ctranslate2_threads"] = dict(inter_threads=1, intra_threads=torch.get_num_threads()) if ct2 else None
     return result
 

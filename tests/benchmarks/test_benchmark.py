@@ -607,3 +607,24 @@ def test_varlen_check_leaves_the_compiled_layers_whole(script, monkeypatch, dyna
         smoothed_loss(ours, b, "cpu", False, d.pad(), None).backward()
     made = compile_report()
     assert made["graphs"] > 0 and made["graph_breaks"] == made["recompile_limit_hits"] == made["frames_left_eager"] == 0
+
+
+def test_a_graphed_search_says_the_graphs_it_captured_per_repeat(script, monkeypatch):
+    """The benchmark's generation counts the CUDA graphs our graphed search captures in each
+    repeat (through the stand-in for torch.cuda of tests/tasks/test_decoder_step.py): the first
+    repeat captures its chunks' graphs, the second, on the same batch, replays them; the built-in
+    captures none. gpu_levers.py's table says them."""
+    script("benchmark")
+    from benchmark_parts.generation import generation
+    from helpers import fake_cuda
+
+    fake_cuda(monkeypatch)
+    levers = dict(static_cache=True, batched_search=True, graph_search=True)
+    shape = dict(d_model=32, d_ff=64, heads=4, layers=2, vocab=50, levers=levers)
+    result = generation(shape, "cpu", 4, 4, "sorted", repeats=2, ct2=False)
+    first, second = result["graphs_captured_per_repeat"]
+    assert first > 0 and second == 0 and result["identical_sentences"] == result["sentences"] == 4
+    row = dict(status="ok", result=dict(training=None, generation=result))
+    assert script("gpu_levers").cells(row)[-1] == f"4 of 4; graphs captured per repeat: {first}, 0"
+    result["graphs_captured_per_repeat"] = [0, 0]  # a search without graphs
+    assert script("gpu_levers").cells(row)[-1] == "4 of 4"

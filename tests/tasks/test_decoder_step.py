@@ -5,23 +5,20 @@ inputs, one capture per cache chunk, the search's first step eager, and still th
 no later step makes cache storage; a batch of the same shape replays the last one's graphs; what
 cannot be graphed is refused in one line."""
 
-import contextlib
 import gc
 import logging
 import weakref
 from argparse import Namespace
-from types import SimpleNamespace
 
 import pytest
 import torch
 
-from attn_only_plugin.modules import static_cache, step_graph
-from attn_only_plugin.modules.step_graph import StepGraph
+from attn_only_plugin.modules import static_cache
 from attn_only_plugin.tasks.beam_step import BeamStep
 from attn_only_plugin.tasks.decoder_step import DecoderStep
 from attn_only_plugin.tasks.translation_paper import PaperTranslationConfig, PaperTranslationTask
 from attn_only_tools.guards.errors import PluginError
-from helpers import HOST_OPS, HostReads, StorageReads, ending_model, make_dictionary, random_batch
+from helpers import HOST_OPS, HostReads, StorageReads, ending_model, fake_cuda, make_dictionary, random_batch
 
 D = make_dictionary(30)
 
@@ -71,35 +68,6 @@ def test_eager_on_a_cpu_gives_fairseqs_hypotheses_and_says_so(chunk, monkeypatch
         "--cuda-graph-decoding: the model is not on a CUDA device, so its decoder step runs eagerly"
     ]
     assert_same(decode([model], False), ours)
-
-
-def fake_cuda(monkeypatch, graph=lambda g: contextlib.nullcontext(), replaying=lambda key: contextlib.nullcontext()):
-    """torch.cuda stand-in: capturing records the step, replay reruns it on the captured inputs;
-    `graph(g)` is the context a capture runs the step in, `replaying(key)` the one a replay of the
-    key's graph reruns it in. Returns the keys captured, in turn."""
-    stream = SimpleNamespace(wait_stream=lambda other: None)
-    cuda = dict(Stream=lambda: stream, current_stream=lambda: stream, stream=lambda s: contextlib.nullcontext())
-    cuda.update(CUDAGraph=lambda: SimpleNamespace(pool=lambda: "pool"), graph=lambda g, pool=None: graph(g))
-    monkeypatch.setattr(step_graph, "cuda", SimpleNamespace(**cuda))
-    monkeypatch.setattr(step_graph, "graphable", lambda x: True)
-    keys = []
-    capture = StepGraph.capture
-
-    def recording_capture(self, key, inputs):
-        capture(self, key, inputs)
-        keys.append(key)
-
-        fn, (graph, inputs, output) = self.fn, self.graphs[key]
-
-        def replay():  # referring to neither the graph nor its StepGraph, as a real graph does not
-            with replaying(key):
-                out = fn(*inputs)
-            output.copy_(out)
-
-        graph.replay = replay
-
-    monkeypatch.setattr(StepGraph, "capture", recording_capture)
-    return keys
 
 
 def test_graphed_steps_one_capture_per_chunk(monkeypatch):
