@@ -58,15 +58,14 @@ def write(
     new search's first step in an earlier search's buffer of the same rows, zeroed first (in place:
     a CUDA graph of that search's steps reads the same storage)."""
     if buffer is not None and room(buffer) >= C:
-        buffer = buffer.as_strided((*buffer.shape[:2], C, buffer.size(3)), buffer.stride())  # (B, h, C, d), a view
+        full = buffer.as_strided((*buffer.shape[:2], room(buffer), buffer.size(3)), buffer.stride())  # (B, h, C', d)
         if restart:
-            buffer.as_strided((*buffer.shape[:2], room(buffer), buffer.size(3)), buffer.stride()).zero_()
+            full.zero_()
     else:
         full = new.new_zeros(new.size(0), new.size(1), max(C, reserve), new.size(3))  # (B, h, C', d)
         if buffer is not None and not restart:
             full[:, :, : buffer.size(2)] = buffer
-        buffer = full[:, :, :C]  # (B, h, C, d), a view when C' > C
-    return buffer.index_copy_(2, step, new)  # (B, h, C, d)
+    return full[:, :, :C].index_copy_(2, step, new)  # (B, h, C, d), a view when C' > C
 
 
 def reorder_in_place(buffer: Tensor, order: Tensor, moved: Optional[Tensor], written: Optional[int] = None) -> Tensor:
