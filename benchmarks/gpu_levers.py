@@ -85,6 +85,11 @@ ROWS = {
         "generation",
         ["--static-cache", "--batched-search", "--cuda-graph-search", "--batch-size", "32", "--pad-to-multiple", "8"],
     ),
+    "gen_cuda_graph_search_reorder": (
+        "gen_cuda_graph_search with --beam-reorder-kernel (the caches' beam reorder by a Triton kernel)",
+        "generation",
+        ["--static-cache", "--batched-search", "--cuda-graph-search", "--beam-reorder-kernel"],
+    ),
     "train_bucket_compile_fresh": (
         "--compile-layers, lengths padded to multiples of 8; fresh shapes",
         "training",
@@ -206,8 +211,8 @@ def run_row(name, preset, device, folder, seconds_left):
 
 def cells(row) -> list:
     """A row's table cells: ours, built-in, ratio (per repeat), peak memory, and for generation the
-    identical hypotheses, for --varlen-attention its check (packed against padded path, one batch),
-    for the compiled levers what torch.compile made."""
+    identical hypotheses (and --beam-reorder-kernel's check), for --varlen-attention its check
+    (packed against padded path, one batch), for the compiled levers what torch.compile made."""
     if row["status"] != "ok":
         return [row["status"]] + [""] * 4
     r = row["result"]
@@ -231,8 +236,21 @@ def cells(row) -> list:
         f"{g['fairseq']['sentences_per_s']:.1f}",
         f"{g['ours']['sentences_per_s'] / g['fairseq']['sentences_per_s']:.2f}x ({ratios})",
         "",
-        f"{g['identical_sentences']} of {g['sentences']}" + captures_cell(g.get("graphs_captured_per_repeat")),
+        f"{g['identical_sentences']} of {g['sentences']}"
+        + captures_cell(g.get("graphs_captured_per_repeat"))
+        + reorder_cell(g.get("reorder_kernel_check")),
     ]
+
+
+def reorder_cell(check) -> str:
+    """--beam-reorder-kernel's check in a few words: whether the kernel ran, gave torch's reorder
+    of a test buffer, and how often the timed searches called it; "" without one."""
+    if not check:
+        return ""
+    if not check["kernel_runs"]:
+        return "; reorder kernel: cannot run here (torch's ops)"
+    same = "equal to" if check["equal"] else "NOT equal to"
+    return f"; reorder kernel: {same} torch's reorder, {check['calls']} calls"
 
 
 def captures_cell(per_repeat) -> str:

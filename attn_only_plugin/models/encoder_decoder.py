@@ -292,13 +292,16 @@ class Decoder(FairseqIncrementalDecoder, Stack):
             DecodingState(entries, static=self.static_cache).reorder(new_order)
             self.set_incremental_state(incremental_state, "cache", entries)
 
-    def reorder_within_beams(self, incremental_state: IncrementalState, new_order: Tensor, written=None):
+    def reorder_within_beams(
+        self, incremental_state: IncrementalState, new_order: Tensor, written=None, group=None, last=None
+    ):
         """A search over a fixed batch (tasks/batched_search.py) goes on with hypotheses new_order, each
         in its sentence's beam: only self-attention caches move (of the fixed-size ones the first
-        `written` positions, when given), the host is not asked which rows."""
+        `written` positions, when given; by modules/beam_reorder.py's kernel with `group`, the beam,
+        and `last`, the last position written), the host is not asked which rows."""
         entries = self.get_incremental_state(incremental_state, "cache")
         if entries is not None:
-            DecodingState(entries, static=self.static_cache).reorder_within_beams(new_order, written)
+            DecodingState(entries, static=self.static_cache).reorder_within_beams(new_order, written, group, last)
             self.set_incremental_state(incremental_state, "cache", entries)
 
     def reorder_incremental_state_scripting(self, incremental_state: IncrementalState, new_order: Tensor):

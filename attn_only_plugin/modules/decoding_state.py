@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import static_cache
+from . import beam_reorder, static_cache
 from .cache import additive, append_to_cache, keeps_every_row, moved_rows, reorder_cache
 
 
@@ -130,22 +130,41 @@ class DecodingState:
         moved = moved_rows(new_order) if selves and new_order.numel() == self.entries[selves[0]].size(0) else None
         self._reorder_selves(selves, new_order, moved)
 
-    def reorder_within_beams(self, new_order: Tensor, written: Optional[int] = None) -> None:
+    def reorder_within_beams(
+        self,
+        new_order: Tensor,
+        written: Optional[int] = None,
+        group: Optional[int] = None,
+        last: Optional[Tensor] = None,
+    ) -> None:
         """A reorder that keeps the batch's size and every hypothesis in its sentence's beam (a
         search over a fixed batch): the memory keys/values stay as they are, and each
         self-attention cache takes new_order (B,) with one copy of all its rows, in place for the
         fixed-size ones (of their first `written` positions, when given: those written so far);
-        no test of which rows move (reorder's), so nothing is copied to the host."""
-        self._reorder_selves(self._layers("self"), new_order, None, written)
+        no test of which rows move (reorder's), so nothing is copied to the host. With `group`
+        (the beam, k rows a sentence) and `last` (the last position written, (1,) on the device),
+        the fixed-size caches by beam_reorder.py's kernel: one read and one write of each moved
+        value, none of the others (the caller has checked that the kernel runs on this device)."""
+        self._reorder_selves(self._layers("self"), new_order, None, written, group, last)
 
     def _reorder_selves(
-        self, selves: List[str], new_order: Tensor, moved: Optional[Tensor], written: Optional[int] = None
+        self,
+        selves: List[str],
+        new_order: Tensor,
+        moved: Optional[Tensor],
+        written: Optional[int] = None,
+        group: Optional[int] = None,
+        last: Optional[Tensor] = None,
     ) -> None:
         """The self-attention caches `selves` take new_order: the fixed-size ones in place
-        (static_cache.reorder_in_place, their first `written` positions when given), the growing
+        (beam_reorder.py's kernel with `group` and `last`, where the buffer fits it; else
+        static_cache.reorder_in_place, their first `written` positions when given), the growing
         ones by cache.reorder_cache; with `moved` (cache.moved_rows) only those rows."""
         for key in selves:
-            if self.static:
-                self.entries[key] = static_cache.reorder_in_place(self.entries[key], new_order, moved, written)
+            buffer = self.entries[key]
+            if self.static and group is not None and beam_reorder.fits(buffer, new_order, group):
+                beam_reorder.reorder_within_groups(buffer, new_order, group, last)
+            elif self.static:
+                self.entries[key] = static_cache.reorder_in_place(buffer, new_order, moved, written)
             else:
-                self.entries[key] = reorder_cache(self.entries[key], new_order, moved)  # (B', h, S, d)
+                self.entries[key] = reorder_cache(buffer, new_order, moved)  # (B', h, S, d)

@@ -36,6 +36,7 @@ V the vocabulary; hypothesis buffers (B k, ...), row b k + j the j-th hypothesis
 candidates (B, c) in score order; L = max_len + 1 target positions.
 """
 
+import logging
 import math
 from typing import Callable, NamedTuple, Optional
 
@@ -46,10 +47,12 @@ from torch import Tensor
 
 from attn_only_tools.guards.errors import PluginError
 
-from ..modules import static_cache
+from ..modules import beam_reorder, static_cache
 from ..modules.step_graph import StepGraph
 from .beam_step import BeamStep
 from .decoder_step import DecoderStep, check_graphable
+
+logger = logging.getLogger(__name__)
 
 SYNC_EVERY = 8  # steps between "all done?" tests (a copy to the host); not the paper's, not tuned
 # option: (is it asked for, given the generation args; what to do instead)
@@ -119,7 +122,8 @@ class BatchedBeamSearch(SequenceGenerator):
     exponent(n, alpha): with fairseq's rule, the power of n that a hypothesis of n tokens is
     divided by (default alpha, fairseq's; the task passes GNMT's); cuda_graph: the decoder step as
     a CUDA graph (--cuda-graph-decoding); graph_search: the whole step, decoder and search, as one
-    (--cuda-graph-search)."""
+    (--cuda-graph-search); reorder_kernel: the fixed-size caches' beam reorder by
+    modules/beam_reorder.py's kernel (--beam-reorder-kernel), where Triton runs."""
 
     def __init__(
         self,
@@ -130,6 +134,7 @@ class BatchedBeamSearch(SequenceGenerator):
         length_penalty: Optional[Callable] = None,
         cuda_graph: bool = False,
         graph_search: bool = False,
+        reorder_kernel: bool = False,
         **kwargs,
     ):
         super().__init__(models, tgt_dict, **kwargs)
@@ -151,6 +156,7 @@ class BatchedBeamSearch(SequenceGenerator):
         self.kept: Optional[Workspace] = None  # the last batch's search, kept for one of its shape
         if self.cuda_graph:
             check_graphable(models)
+        self.reorder_kernel = reorder_kernel and reorder_kernel_runs(models)
 
     def divisor(self, step: int) -> float:
         """What this step's ended hypotheses (n = step + 1 tokens) are divided by, n^e computed as
@@ -184,7 +190,7 @@ class BatchedBeamSearch(SequenceGenerator):
             order = work.step_to_order(step, work.pos)  # (B k,)
             if step == max_len or ((step + 1) % SYNC_EVERY == 0 and bool(work.beam.done.all())):
                 break
-            self.reorder(work.states, order, step + 1)
+            self.reorder(work.states, order, step + 1, work.pos)
         return work.beam.finished.hypotheses()
 
     def workspace(self, key: tuple, encoder_outs) -> Workspace:
@@ -244,15 +250,17 @@ class BatchedBeamSearch(SequenceGenerator):
 
         return graphed
 
-    def reorder(self, states, order: Tensor, written: int) -> None:
+    def reorder(self, states, order: Tensor, written: int, pos: Tensor) -> None:
         """Each model's decoder state takes the hypotheses `order` (B k,): ours by its reorder
         within beams (no copy to the host; of fixed-size caches only the `written` positions
-        decoded so far), another's by fairseq's reorder."""
+        decoded so far, the last one `pos` ((1,), on the device), by modules/beam_reorder.py's
+        kernel with --beam-reorder-kernel), another's by fairseq's reorder."""
         if not self.model.has_incremental_states():
             return
+        kernel = dict(group=self.beam_size, last=pos) if self.reorder_kernel else {}
         for model, state in zip(self.model.models, states, strict=True):
             if hasattr(model.decoder, "reorder_within_beams"):
-                model.decoder.reorder_within_beams(state, order, written)
+                model.decoder.reorder_within_beams(state, order, written, **kernel)
             else:
                 model.decoder.reorder_incremental_state_scripting(state, order)
 
@@ -267,6 +275,22 @@ class BatchedBeamSearch(SequenceGenerator):
         if step < self.min_len:
             lprobs[:, self.eos] = -math.inf
         return lprobs
+
+
+def reorder_kernel_runs(models) -> bool:
+    """--beam-reorder-kernel's check: refused in one line for a model without the fixed-size
+    caches, whose reorder the kernel is; False, said once in the log, where Triton cannot run (a
+    CPU, unless its interpreter is on, or no Triton): the caches are then reordered by torch's ops."""
+    for model in models:
+        if hasattr(model.decoder, "reorder_within_beams") and not getattr(model.decoder, "static_cache", False):
+            raise PluginError(
+                "--beam-reorder-kernel reorders the fixed-size caches: add --model-overrides "
+                "\"{'static_decoding_cache': True}\" (or train with --static-decoding-cache)"
+            )
+    if beam_reorder.available(next(models[0].parameters())):
+        return True
+    logger.warning("--beam-reorder-kernel: Triton cannot run on this device, so torch's ops reorder the caches")
+    return False
 
 
 def tokens_at(tokens: Tensor, pos: Tensor) -> Tensor:

@@ -141,6 +141,14 @@ class PaperTranslationConfig(TranslationConfig):
             "same hypotheses); on a CPU eagerly (see tasks/beam_step.py)"
         },
     )
+    beam_reorder_kernel: bool = field(
+        default=False,  # not the paper's: speed only
+        metadata={
+            "help": "with --batched-search and a model with --static-decoding-cache: reorder the caches after "
+            "each step by a Triton kernel, in place, reading and writing only the rows that move, once (the "
+            "same hypotheses); where Triton cannot run (a CPU) by torch's ops (see modules/beam_reorder.py)"
+        },
+    )
 
 
 def sequence_generator(cfg, args, seq_gen_cls, extra_gen_cls_kwargs):
@@ -163,6 +171,7 @@ def batched_generator(cfg, args, seq_gen_cls, extra_gen_cls_kwargs):
     gnmt = str(cfg.lenpen_style) == "gnmt"
     graph, whole = bool(getattr(cfg, "cuda_graph_decoding", False)), bool(getattr(cfg, "cuda_graph_search", False))
     extra = dict(extra_gen_cls_kwargs or {}, beam_stop=str(cfg.beam_stop), cuda_graph=graph, graph_search=whole)
+    extra.update(reorder_kernel=bool(getattr(cfg, "beam_reorder_kernel", False)))
     if gnmt:
         extra.update(length_penalty=gnmt_length_penalty, exponent=gnmt_exponent)
     return batched_search.BatchedBeamSearch, extra
@@ -174,10 +183,10 @@ class PaperTranslationTask(TranslationTask):
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         check_ranking_options(self.cfg, args, seq_gen_cls)  # the caller's own generator class, if any
-        for flag in ("cuda_graph_decoding", "cuda_graph_search"):
+        for flag in ("cuda_graph_decoding", "cuda_graph_search", "beam_reorder_kernel"):
             if getattr(self.cfg, flag, False) and not getattr(self.cfg, "batched_search", False):
                 name = "--" + flag.replace("_", "-")
-                raise PluginError(f"{name} graphs the step of --batched-search: add --batched-search")
+                raise PluginError(f"{name} is a speed path of --batched-search: add --batched-search")
         choose = batched_generator if getattr(self.cfg, "batched_search", False) else sequence_generator
         seq_gen_cls, extra_gen_cls_kwargs = choose(self.cfg, args, seq_gen_cls, extra_gen_cls_kwargs)
         return super().build_generator(

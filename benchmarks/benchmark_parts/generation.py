@@ -57,16 +57,55 @@ def ctranslate2_decoders(model, d, device, half, folder):
 def search_for(shape, name, model, d):
     """Beam 4, lenpen 0.6, max length input + 50: fairseq's SequenceGenerator, or for ours with the
     batched_search lever --batched-search's generator (with cuda_graph, its graphed decoder step;
-    with graph_search, its whole step graphed)."""
+    with graph_search, its whole step graphed; with reorder_kernel, its caches reordered by the kernel)."""
     from fairseq.sequence_generator import SequenceGenerator
 
     settings = dict(beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
     if name == "ours" and levers(shape)["batched_search"]:
         from attn_only_plugin.tasks.batched_search import BatchedBeamSearch
 
-        graphs = dict(cuda_graph=levers(shape)["cuda_graph"], graph_search=levers(shape)["graph_search"])
-        return BatchedBeamSearch([model], d, **graphs, **settings)
+        chosen = levers(shape)
+        paths = dict(cuda_graph=chosen["cuda_graph"], graph_search=chosen["graph_search"])
+        return BatchedBeamSearch([model], d, **paths, reorder_kernel=chosen["reorder_kernel"], **settings)
     return SequenceGenerator([model], d, **settings)
+
+
+def reorder_check(shape, device, dtype, rows=1024, k=4, positions=128) -> dict:
+    """With the reorder_kernel lever: whether the kernel runs here (modules/beam_reorder.py), and
+    if so its in-place reorder of a random cache buffer of the model's heads (rows hypotheses, beam
+    k) at three steps, each against torch's buffer[order] of the same buffer: on a GPU, where the
+    kernel's barrier between reads and writes matters (Triton's interpreter runs every read first).
+    Also a list whose one item counts the kernel's calls in this process (wrapped)."""
+    import torch
+
+    from attn_only_plugin.modules import beam_reorder
+
+    d, h = shape["d_model"] // shape["heads"], shape["heads"]
+    buffer = torch.randn(rows, h, positions, d, device=device).to(dtype)  # (B k, h, C, d_k)
+    check = dict(kernel_runs=beam_reorder.available(buffer), equal=None, calls=0)
+    if check["kernel_runs"]:
+        g = torch.Generator().manual_seed(5)
+        expected = buffer.clone()
+        for last in (0, positions // 3, positions - 1):
+            order = torch.arange(rows // k)[:, None] * k + torch.randint(0, k, (rows // k, k), generator=g)
+            order = order.reshape(-1).to(device)  # (B k,) within each sentence's k rows
+            expected[:, :, : last + 1] = expected[order, :, : last + 1]
+            beam_reorder.reorder_within_groups(buffer, order, k, torch.full((1,), last, device=device))
+        check["equal"] = bool(torch.equal(buffer, expected))
+    return check
+
+
+def counting_kernel_calls(check: dict) -> None:
+    """Counts beam_reorder.reorder_within_groups' calls in this process into check["calls"]."""
+    from attn_only_plugin.modules import beam_reorder
+
+    reorder = beam_reorder.reorder_within_groups
+
+    def counted(*args):
+        check["calls"] += 1
+        return reorder(*args)
+
+    beam_reorder.reorder_within_groups = counted
 
 
 def counting_captures():
@@ -122,6 +161,10 @@ def generation(
     batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2, batching=batching)
     seconds = {name: [0.0] * repeats for name in gens}
     captured, captures = counting_captures(), []  # graphs captured in each repeat (ours's only have any)
+    kernel = None
+    if levers(shape)["reorder_kernel"]:  # checked against torch's reorder before timing, then its calls counted
+        kernel = reorder_check(shape, device, half_dtype(shape, device) if half else torch.float32)
+        counting_kernel_calls(kernel)
     hyps = {name: [] for name in gens}
     sync = synchronizer(device)
     with torch.no_grad(), folder:
@@ -156,6 +199,8 @@ def generation(
     result["identical_hypotheses"] = hyps["ours"] == hyps["fairseq"]
     result["identical_sentences"] = sum(a == b for a, b in zip(hyps["ours"], hyps["fairseq"], strict=False))
     result["graphs_captured_per_repeat"] = captures  # a graphed search's captures: fewer once its shapes repeat
+    if kernel is not None:
+        result["reorder_kernel_check"] = kernel
     result["ctranslate2_threads"] = dict(inter_threads=1, intra_threads=torch.get_num_threads()) if ct2 else None
     return result
 

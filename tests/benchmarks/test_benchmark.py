@@ -548,6 +548,45 @@ def test_varlen_check_compares_the_packed_and_padded_paths(script, monkeypatch):
     assert all(p.grad is None for p in ours.parameters())
 
 
+def test_reorder_check_where_the_kernel_cannot_run(script, monkeypatch):
+    """--beam-reorder-kernel's check in the benchmark on a CPU without Triton's interpreter: not
+    run, and the row's cell says so (test_reorder_check_runs_the_kernel: where it runs, the kernel's
+    reorders of a test buffer equal torch's and its calls are counted)."""
+    import torch
+
+    script("benchmark")
+    levers = script("gpu_levers")
+    from benchmark_parts.generation import reorder_check
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    shape = dict(d_model=32, heads=4)
+    assert reorder_check(shape, "cpu", torch.float32, rows=16) == dict(kernel_runs=False, equal=None, calls=0)
+    assert levers.reorder_cell(dict(kernel_runs=False)) == "; reorder kernel: cannot run here (torch's ops)"
+
+
+def test_reorder_check_runs_the_kernel(script, monkeypatch):
+    """The check with the kernel run by Triton's interpreter (where Triton is installed)."""
+    import pytest
+    import torch
+
+    pytest.importorskip("triton")
+    script("benchmark")
+    levers = script("gpu_levers")
+    from attn_only_plugin.modules import beam_reorder
+    from benchmark_parts.generation import counting_kernel_calls, reorder_check
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    shape = dict(d_model=32, heads=4)
+    check = reorder_check(shape, "cpu", torch.float16, rows=16, positions=8)
+    assert check == dict(kernel_runs=True, equal=True, calls=0)
+    monkeypatch.setattr(beam_reorder, "reorder_within_groups", beam_reorder.reorder_within_groups)  # put back after
+    counting_kernel_calls(check)
+    buffer = torch.zeros(8, 1, 4, 2)
+    beam_reorder.reorder_within_groups(buffer, torch.arange(8), 4, torch.zeros(1, dtype=torch.long))
+    assert check["calls"] == 1
+    assert levers.reorder_cell(check) == "; reorder kernel: equal to torch's reorder, 1 calls"
+
+
 def test_compile_report_says_what_torch_compile_made(script, dynamo_counters):
     """The compiled levers' line: graphs, graph breaks by reason, frames sent back to eager by the
     recompile limit, counted by torch.compile itself (here a function that breaks once: two graphs)."""

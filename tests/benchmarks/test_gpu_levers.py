@@ -18,14 +18,15 @@ SMOKE_ROWS = [
     "profile_gen_cuda_graph",
     "train_bf16_seen",
     "train_varlen_fresh",
-    "gen_cuda_graph_search",
+    "gen_cuda_graph_search_reorder",
     "train_fused_loss_seen",
 ]
 
 
 def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
     """Six rows that between them turn on every lever (compile, buckets, the fixed decoding cache,
-    the batched search, its graphed decoder step and its whole step graphed, eager on a CPU, bf16,
+    the batched search, its graphed decoder step and its whole step graphed, eager on a CPU, the beam
+    reorder kernel, torch's ops on a CPU, bf16,
     attention on packed rows, the padded path on a CPU, with its check, the loss from the logits)
     and --profile, each through its
     benchmark and measuring processes: minutes, more on busy cores. The other rows differ only in
@@ -48,7 +49,8 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
     assert levers["profile_gen_cuda_graph"] == {"static_cache": True, "batched_search": True, "cuda_graph": True}
     assert levers["train_bf16_seen"] == {"half": "bfloat16"}
     assert levers["train_varlen_fresh"] == {"varlen": True}
-    assert levers["gen_cuda_graph_search"] == {"static_cache": True, "batched_search": True, "graph_search": True}
+    both = {"static_cache": True, "batched_search": True, "graph_search": True, "reorder_kernel": True}
+    assert levers["gen_cuda_graph_search_reorder"] == both
     assert levers["train_fused_loss_seen"] == {"fused_loss": True}
     check = r["rows"]["train_varlen_fresh"]["result"]["training"]["ours"]["varlen_check"]
     assert check["packed_attention_calls"] == 0 and check["loss_relative_difference"] == 0.0  # a CPU: padded
@@ -67,6 +69,8 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
         else:
             assert result["generation"]["identical_sentences"] == result["generation"]["sentences"] == 4
         assert f"| {name} | {rows[name][0]} |" in r["table"] and f"| {name} |" in proc.stdout
+    assert r["rows"]["gen_cuda_graph_search_reorder"]["result"]["generation"]["reorder_kernel_check"]["calls"] == 0
+    assert "4 of 4; reorder kernel: cannot run here (torch's ops)" in r["table"]  # a CPU, no interpreter
     # the profiled row's second table: one line per model, its categories summing to the device time,
     # then the host's own time and the names that took most of it
     lines = [line.split(" | ") for line in r["table"].splitlines()]
@@ -84,7 +88,7 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
 def test_out_of_budget_rows_are_skipped_and_said(cli, tmp_path):
     out = tmp_path / "levers.json"
     proc = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)
-    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 21 of 21 rows did not")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 22 of 22 rows did not")
     r = json.loads(out.read_text())
     assert all(row["status"].startswith("skipped: ") for row in r["rows"].values())
     again = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)

@@ -9,7 +9,7 @@ from argparse import Namespace
 import pytest
 import torch
 
-from attn_only_plugin.modules import static_cache
+from attn_only_plugin.modules import beam_reorder, static_cache
 from attn_only_plugin.modules.decoding_state import DecodingState
 from attn_only_plugin.tasks import batched_search
 from attn_only_plugin.tasks.batched_search import BatchedBeamSearch
@@ -29,9 +29,15 @@ def sample(B=8, S=9):
     return {"id": torch.arange(B).flip(0), "net_input": {"src_tokens": src, "src_lengths": src.ne(D.pad()).sum(1)}}
 
 
-def generator(batched, beam=4, lenpen=0.6, style="fairseq", stop="fairseq", models=None, graph_search=False, **args):
+def generator(
+    batched, beam=4, lenpen=0.6, style="fairseq", stop="fairseq", models=None, graph_search=False, kernel=False, **args
+):
     cfg = PaperTranslationConfig(
-        lenpen_style=style, beam_stop=stop, batched_search=batched, cuda_graph_search=graph_search
+        lenpen_style=style,
+        beam_stop=stop,
+        batched_search=batched,
+        cuda_graph_search=graph_search,
+        beam_reorder_kernel=kernel,
     )
     task = PaperTranslationTask(cfg, D, D)
     gen_args = dict(beam=beam, lenpen=lenpen, max_len_a=1, max_len_b=5, min_len=1, unkpen=0, unnormalized=False)
@@ -98,6 +104,40 @@ def test_with_the_static_cache_and_an_ensemble(chunk, monkeypatch):
     assert_same(decode([model, other], False, stop="paper"), decode([model, other], True, stop="paper"))
     builtin = build_builtin(D).eval()  # fairseq's transformer: its own reorder of the decoder state
     assert_same(decode([model, builtin], False), decode([model, builtin], True))
+
+
+def counting_kernel_calls(monkeypatch) -> list:
+    """beam_reorder.reorder_within_groups' calls, counted (one item a call)."""
+    calls, original = [], beam_reorder.reorder_within_groups
+    monkeypatch.setattr(beam_reorder, "reorder_within_groups", lambda *a: calls.append(1) or original(*a))
+    return calls
+
+
+@pytest.mark.parametrize("options", [dict(beam=4), dict(beam=5, stop="paper"), dict(beam=4, graph_search=True)])
+def test_the_reorder_kernel_gives_the_same_hypotheses(monkeypatch, options):
+    """--beam-reorder-kernel, run by Triton's interpreter: every reorder of every layer's fixed-size
+    caches by the kernel, across chunk boundaries, and fairseq's hypotheses."""
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
+    model = ending_model(D, static_decoding_cache=True)
+    calls = counting_kernel_calls(monkeypatch)
+    ours = decode([model], True, kernel=True, **options)
+    assert len(calls) >= 2 * 2 * 8  # K and V of 2 layers, 8 steps at least
+    options.pop("graph_search", None)
+    assert_same(decode([model], False, **options), ours)
+
+
+def test_the_reorder_kernel_where_triton_cannot_run(monkeypatch, caplog):
+    """On a CPU without Triton's interpreter, --beam-reorder-kernel says so once in the log and the
+    caches are reordered by torch's ops: fairseq's hypotheses, no kernel call."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    model = ending_model(D, static_decoding_cache=True)
+    calls = counting_kernel_calls(monkeypatch)
+    with caplog.at_level("WARNING"):
+        ours = decode([model], True, kernel=True)
+    assert calls == [] and caplog.text.count("--beam-reorder-kernel: Triton cannot run on this device, so torch") == 1
+    assert_same(decode([model], False), ours)
 
 
 def test_every_step_has_the_same_shapes_and_buffers(monkeypatch):
@@ -245,11 +285,13 @@ def test_other_refusals():
     args = Namespace(beam=4, lenpen=1, max_len_a=1, max_len_b=5, min_len=1, unkpen=0)
     with pytest.raises(PluginError, match="^--batched-search does not support --beam-patience:"):
         PaperTranslationTask(cfg, D, D).build_generator([model], args)
-    for flag in ("cuda_graph_decoding", "cuda_graph_search"):
+    for flag in ("cuda_graph_decoding", "cuda_graph_search", "beam_reorder_kernel"):
         cfg = PaperTranslationConfig(**{flag: True})
         name = "--" + flag.replace("_", "-")
-        with pytest.raises(PluginError, match=f"^{name} graphs the step of --batched-search: add --batched-search"):
+        with pytest.raises(PluginError, match=f"^{name} is a speed path of --batched-search: add --batched-search$"):
             PaperTranslationTask(cfg, D, D).build_generator([model], args)
+    with pytest.raises(PluginError, match="^--beam-reorder-kernel reorders the fixed-size caches: add --model-over"):
+        generator(True, models=[model], kernel=True)
     gen = generator(True, models=[model])
     with pytest.raises(PluginError, match="^--batched-search does not support --prefix-size"):
         gen.generate([model], sample(), prefix_tokens=torch.ones(8, 1, dtype=torch.long))
