@@ -100,8 +100,9 @@ class Translator:
     ):
         """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50. The decoding
         options of the translation_paper task also go here: lenpen_style, beam_stop, beam_patience,
-        batched_search, cuda_graph_decoding (e.g. beam_stop="paper", the paper's search:
-        tasks/paper_search.py)."""
+        batched_search, cuda_graph_decoding, cuda_graph_search, beam_reorder_kernel (e.g.
+        beam_stop="paper", the paper's search: tasks/paper_search.py; the last three with a model
+        loaded with static_decoding_cache=True)."""
         check_decoding(beam, lenpen, max_len_a, max_len_b)
         task_options = {k: kwargs.pop(k) for k in TASK_DECODING if k in kwargs}
         _unknown(kwargs, _fairseq_options("generation"), "translate()")
@@ -150,7 +151,15 @@ class Translator:
 
 
 # translation_paper's decoding options
-TASK_DECODING = ("lenpen_style", "beam_stop", "beam_patience", "batched_search", "cuda_graph_decoding")
+TASK_DECODING = (
+    "lenpen_style",
+    "beam_stop",
+    "beam_patience",
+    "batched_search",
+    "cuda_graph_decoding",
+    "cuda_graph_search",
+    "beam_reorder_kernel",
+)
 
 
 @contextlib.contextmanager

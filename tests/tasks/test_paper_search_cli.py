@@ -11,6 +11,7 @@ from attn_only_plugin.tasks.batched_search import BatchedBeamSearch
 from attn_only_plugin.tasks.paper_search import StoppingRuleGenerator
 from attn_only_plugin.tasks.translation_paper import gnmt_length_penalty
 from attn_only_tools import generate_log
+from attn_only_tools.guards.errors import PluginError
 from helpers import BIN, ENV, PLUGIN, ROOT, TIMEOUT, one_line_error, run, toy_data, train_args
 
 DECODE = ["--task", "translation_paper", "--beam", 4, "--lenpen", 0.6, "--lenpen-style", "gnmt"]
@@ -118,5 +119,12 @@ def test_batched_search_prints_what_fairseqs_search_prints(trained, rule, monkey
     calls, search = [], BatchedBeamSearch._generate
     monkeypatch.setattr(BatchedBeamSearch, "_generate", lambda self, *a, **k: calls.append(1) or search(self, *a, **k))
     assert mt.translate(["1 2 3", "4 5 6 7"], beam_stop=rule, max_len_b=5, batched_search=True) == plain and calls
+    static = attn_only_plugin.load(
+        checkpoint.parent, checkpoint_file=checkpoint.name, data=str(data), static_decoding_cache=True
+    )
+    paths = dict(batched_search=True, cuda_graph_search=True, beam_reorder_kernel=True)  # eager, torch's ops here
+    assert static.translate(["1 2 3", "4 5 6 7"], beam_stop=rule, max_len_b=5, **paths) == plain and len(calls) == 2
+    with pytest.raises(PluginError, match="^--beam-reorder-kernel reorders the fixed-size caches"):
+        mt.translate(["1 2 3"], batched_search=True, beam_reorder_kernel=True)
     refused = run(BIN / "fairseq-generate", *args, "--batched-search", "--diverse-beam-groups", 2, ok=False)
     one_line_error(refused, "--batched-search does not support --diverse-beam-groups: drop one of them")
