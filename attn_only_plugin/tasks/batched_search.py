@@ -18,7 +18,9 @@ price: done sentences are decoded (and thrown away) until the whole batch is don
 comes round.
 
 The encoder output is expanded to the beam once and never reordered again: a hypothesis never
-leaves its sentence, and all of a sentence's hypotheses read the same encoder output.
+leaves its sentence, and all of a sentence's hypotheses read the same encoder output. So the
+decoder's caches are reordered within each sentence's k rows, which with --beam-reorder-kernel a
+Triton kernel does in place in one pass (modules/beam_reorder.py).
 
 With a graphed step the generator keeps the last batch's search (a Workspace: buffers, decoder
 caches, encoder output, graphs), and a batch of the same shape (sentences, source length, length
