@@ -91,7 +91,7 @@ def run(
     `sdpa` (names in SDPA_BACKENDS), torch's fused attention restricted to those backends while it
     measures (the caller's settings are back on return); `levers`: the speed levers that are not
     the paper's to turn on (benchmarks/common.py's levers: compile, static_cache, pad_to, half,
-    batched_search, cuda_graph, graph_search, reorder_kernel, varlen, fused_loss);
+    batched_search, cuda_graph, graph_search, reorder_kernel, decode_kernel, varlen, fused_loss);
     `profile`: each model's steps once more under torch.profiler after the timed ones (profile.py),
     with `trace` a folder for their Chrome traces."""
     check_settings(updates, warmup, repeats, batch_size, n_gen, peak, batching)
@@ -318,6 +318,12 @@ def main(argv=None) -> None:
         "reorder by a Triton kernel, in place, one read and one write of each moved value; on a CPU torch's ops)",
     )
     p.add_argument(
+        "--decode-attention-kernel",
+        action="store_true",
+        help="with --batched-search and --static-cache: ours with --decode-attention-kernel (each decoding "
+        "step's self-attention by a Triton kernel that reads only the positions written so far; on a CPU torch's)",
+    )
+    p.add_argument(
         "--varlen-attention",
         action="store_true",
         help="ours with --varlen-attention (training's attention on the packed rows, FlashAttention's "
@@ -363,14 +369,18 @@ def main(argv=None) -> None:
         for flag, on in (("--cuda-graph", a.cuda_graph), ("--cuda-graph-search", a.cuda_graph_search)):
             if on and not (a.batched_search and a.static_cache):
                 raise ValueError(f"{flag} graphs the step of --batched-search with --static-cache: add both")
-        if a.beam_reorder_kernel and not (a.batched_search and a.static_cache):
-            raise ValueError("--beam-reorder-kernel reorders --static-cache's caches in --batched-search: add both")
+        for flag, on in (
+            ("--beam-reorder-kernel", a.beam_reorder_kernel),
+            ("--decode-attention-kernel", a.decode_attention_kernel),
+        ):
+            if on and not (a.batched_search and a.static_cache):
+                raise ValueError(f"{flag} works on --static-cache's caches in --batched-search: add both")
     except ValueError as e:
         sys.exit(f"error: {e}")
     chosen = dict(compile=a.compile_layers, static_cache=a.static_cache, pad_to=a.pad_to_multiple, half=a.half)
     chosen.update(batched_search=a.batched_search, cuda_graph=a.cuda_graph, varlen=a.varlen_attention)
     chosen.update(graph_search=a.cuda_graph_search, fused_loss=a.fused_softmax_loss)
-    chosen.update(reorder_kernel=a.beam_reorder_kernel)
+    chosen.update(reorder_kernel=a.beam_reorder_kernel, decode_kernel=a.decode_attention_kernel)
     off = dict(lever_defaults({}), compile=None)  # --compile-layers' default None (True == 1: compared per lever)
     levers = {k: v for k, v in chosen.items() if v != off[k]}
     import attn_only_plugin  # noqa: F401  (its one-line errors here too, as in the measuring processes)

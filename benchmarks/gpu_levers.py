@@ -90,6 +90,22 @@ ROWS = {
         "generation",
         ["--static-cache", "--batched-search", "--cuda-graph-search", "--beam-reorder-kernel"],
     ),
+    "gen_cuda_graph_search_decode": (
+        "gen_cuda_graph_search with --decode-attention-kernel (self-attention over the written positions only)",
+        "generation",
+        ["--static-cache", "--batched-search", "--cuda-graph-search", "--decode-attention-kernel"],
+    ),
+    "gen_cuda_graph_search_kernels": (
+        "gen_cuda_graph_search with both Triton kernels (--beam-reorder-kernel, --decode-attention-kernel)",
+        "generation",
+        [
+            "--static-cache",
+            "--batched-search",
+            "--cuda-graph-search",
+            "--beam-reorder-kernel",
+            "--decode-attention-kernel",
+        ],
+    ),
     "train_bucket_compile_fresh": (
         "--compile-layers, lengths padded to multiples of 8; fresh shapes",
         "training",
@@ -211,7 +227,7 @@ def run_row(name, preset, device, folder, seconds_left):
 
 def cells(row) -> list:
     """A row's table cells: ours, built-in, ratio (per repeat), peak memory, and for generation the
-    identical hypotheses (and --beam-reorder-kernel's check), for --varlen-attention its check
+    identical hypotheses (and the Triton kernels' checks), for --varlen-attention its check
     (packed against padded path, one batch), for the compiled levers what torch.compile made."""
     if row["status"] != "ok":
         return [row["status"]] + [""] * 4
@@ -238,7 +254,8 @@ def cells(row) -> list:
         "",
         f"{g['identical_sentences']} of {g['sentences']}"
         + captures_cell(g.get("graphs_captured_per_repeat"))
-        + reorder_cell(g.get("reorder_kernel_check")),
+        + reorder_cell(g.get("reorder_kernel_check"))
+        + decode_cell(g.get("decode_kernel_check")),
     ]
 
 
@@ -251,6 +268,16 @@ def reorder_cell(check) -> str:
         return "; reorder kernel: cannot run here (torch's ops)"
     same = "equal to" if check["equal"] else "NOT equal to"
     return f"; reorder kernel: {same} torch's reorder, {check['calls']} calls"
+
+
+def decode_cell(check) -> str:
+    """--decode-attention-kernel's check in a few words: whether the kernel ran, how far its output
+    was from torch's attention on a test step, and how often the timed searches called it."""
+    if not check:
+        return ""
+    if not check["kernel_runs"]:
+        return "; decode kernel: cannot run here (torch's)"
+    return f"; decode kernel: {check['max_abs_difference']:.1e} from torch's attention, {check['calls']} calls"
 
 
 def captures_cell(per_repeat) -> str:

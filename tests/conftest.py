@@ -13,7 +13,13 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
+# Triton's interpreter, for the Triton kernels' tests on a CPU (where Triton is installed): set
+# before anything imports triton, whose own library functions are interpreted only if it is on
+# then. A kernel still runs only where a test turns its flag on; those that test the fallback
+# turn the interpreter off again (modules/beam_reorder.py's `available` reads it at each call).
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
 
 from helpers import (
     ARCH,

@@ -100,9 +100,9 @@ class Translator:
     ):
         """Section 6.1 defaults: beam 4, alpha 0.6, maximum length = input length + 50. The decoding
         options of the translation_paper task also go here: lenpen_style, beam_stop, beam_patience,
-        batched_search, cuda_graph_decoding, cuda_graph_search, beam_reorder_kernel (e.g.
-        beam_stop="paper", the paper's search: tasks/paper_search.py; the last three with a model
-        loaded with static_decoding_cache=True)."""
+        batched_search, cuda_graph_decoding, cuda_graph_search, beam_reorder_kernel,
+        decode_attention_kernel (e.g. beam_stop="paper", the paper's search: tasks/paper_search.py;
+        the last four with a model loaded with static_decoding_cache=True)."""
         check_decoding(beam, lenpen, max_len_a, max_len_b)
         task_options = {k: kwargs.pop(k) for k in TASK_DECODING if k in kwargs}
         _unknown(kwargs, _fairseq_options("generation"), "translate()")
@@ -159,6 +159,7 @@ TASK_DECODING = (
     "cuda_graph_decoding",
     "cuda_graph_search",
     "beam_reorder_kernel",
+    "decode_attention_kernel",
 )
 
 

@@ -17,6 +17,9 @@ graph: reading torch.backends.cuda's switches inside the graph would break it at
 call (they return Python bools, which torch.compile cannot trace), and a layer broken into pieces
 is recompiled per piece until torch.compile's recompile limit sends it back to eager. So a switch
 changed after the first compiled step is not seen by the compiled layers.
+
+With --decode-attention-kernel a decoding step's attention over the fixed-size caches goes to
+decode_attention.py's kernel instead, which reads only the keys its mask lets a query see.
 """
 
 from typing import List, Optional
@@ -24,6 +27,8 @@ from typing import List, Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from . import decode_attention
 
 try:
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -60,7 +65,10 @@ def allowed_backends() -> Optional[List[SDPBackend]]:
 
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, dropout_p: float = 0.0) -> Tensor:
     """F.scaled_dot_product_attention(q, k, v, mask, dropout_p), on CUDA without cuDNN's kernel
-    where another is allowed (the module docstring says why). (B, h, T, d_v)."""
+    where another is allowed (the module docstring says why); a decoding step with
+    --decode-attention-kernel by decode_attention.py's kernel, where it applies. (B, h, T, d_v)."""
+    if decode_attention.applies(q, k, v, mask, dropout_p):
+        return decode_attention.attend(q, k, v, mask)  # (B, h, 1, d_v), the keys the mask lets it see only
     backends = allowed_backends() if chooses_kernel(q) else None
     if backends is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)

@@ -10,7 +10,8 @@ by one position every step instead). The masked positions get weight exp(-inf) =
 outputs are those of cache.py's caches to float rounding (the softmax sums C terms, not S, in
 another order): tests/modules/test_static_cache.py, the same beam-search hypotheses, scores
 within 1e-5. A beam reorder copies rows in place while the batch keeps its size.
-The cost: attention over up to STATIC_CHUNK - 1 masked positions each step.
+The cost: attention over up to STATIC_CHUNK - 1 masked positions each step (torch's kernel reads
+them; decode_attention.py's, with --decode-attention-kernel, does not).
 
 A caller that graphs the steps (tasks/decoder_step.py) reserves the positions of the whole
 search up front: a buffer is then a view of the first C positions of one storage, widened in

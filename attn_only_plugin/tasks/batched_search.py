@@ -20,7 +20,9 @@ comes round.
 The encoder output is expanded to the beam once and never reordered again: a hypothesis never
 leaves its sentence, and all of a sentence's hypotheses read the same encoder output. So the
 decoder's caches are reordered within each sentence's k rows, which with --beam-reorder-kernel a
-Triton kernel does in place in one pass (modules/beam_reorder.py).
+Triton kernel does in place in one pass (modules/beam_reorder.py); with --decode-attention-kernel
+the decoding steps' self-attention reads only the cache positions written so far
+(modules/decode_attention.py, turned on around the search).
 
 With a graphed step the generator keeps the last batch's search (a Workspace: buffers, decoder
 caches, encoder output, graphs), and a batch of the same shape (sentences, source length, length
@@ -49,7 +51,7 @@ from torch import Tensor
 
 from attn_only_tools.guards.errors import PluginError
 
-from ..modules import beam_reorder, static_cache
+from ..modules import beam_reorder, decode_attention, static_cache
 from ..modules.step_graph import StepGraph
 from .beam_step import BeamStep
 from .decoder_step import DecoderStep, check_graphable
@@ -125,7 +127,9 @@ class BatchedBeamSearch(SequenceGenerator):
     divided by (default alpha, fairseq's; the task passes GNMT's); cuda_graph: the decoder step as
     a CUDA graph (--cuda-graph-decoding); graph_search: the whole step, decoder and search, as one
     (--cuda-graph-search); reorder_kernel: the fixed-size caches' beam reorder by
-    modules/beam_reorder.py's kernel (--beam-reorder-kernel), where Triton runs."""
+    modules/beam_reorder.py's kernel (--beam-reorder-kernel), and decode_kernel: the decoding
+    steps' self-attention by modules/decode_attention.py's (--decode-attention-kernel), where
+    Triton runs."""
 
     def __init__(
         self,
@@ -137,6 +141,7 @@ class BatchedBeamSearch(SequenceGenerator):
         cuda_graph: bool = False,
         graph_search: bool = False,
         reorder_kernel: bool = False,
+        decode_kernel: bool = False,
         **kwargs,
     ):
         super().__init__(models, tgt_dict, **kwargs)
@@ -158,7 +163,8 @@ class BatchedBeamSearch(SequenceGenerator):
         self.kept: Optional[Workspace] = None  # the last batch's search, kept for one of its shape
         if self.cuda_graph:
             check_graphable(models)
-        self.reorder_kernel = reorder_kernel and reorder_kernel_runs(models)
+        self.reorder_kernel = reorder_kernel and kernel_runs(models, "--beam-reorder-kernel")
+        self.decode_kernel = decode_kernel and kernel_runs(models, "--decode-attention-kernel")
 
     def divisor(self, step: int) -> float:
         """What this step's ended hypotheses (n = step + 1 tokens) are divided by, n^e computed as
@@ -183,6 +189,11 @@ class BatchedBeamSearch(SequenceGenerator):
         max_len = min(int(self.max_len_a * S + self.max_len_b), self.max_len - 1)
         if self.min_len > max_len:
             raise PluginError(f"--min-len {self.min_len} is above the maximum length {max_len}: lower it")
+        with decode_attention.enabled(self.decode_kernel):
+            return self.beam_search(sample, B, S, k, device, max_len, bos_token)
+
+    def beam_search(self, sample, B: int, S: int, k: int, device, max_len: int, bos_token) -> list:
+        """_generate's search (the class docstring) of B sentences of S tokens, beam k."""
         encoder_outs = self.model.forward_encoder(sample["net_input"])
         expand = torch.arange(B, device=device).repeat_interleave(k)  # (B k,) each sentence k times
         encoder_outs = self.model.reorder_encoder_out(encoder_outs, expand)
@@ -279,19 +290,20 @@ class BatchedBeamSearch(SequenceGenerator):
         return lprobs
 
 
-def reorder_kernel_runs(models) -> bool:
-    """--beam-reorder-kernel's check: refused in one line for a model without the fixed-size
-    caches, whose reorder the kernel is; False, said once in the log, where Triton cannot run (a
-    CPU, unless its interpreter is on, or no Triton): the caches are then reordered by torch's ops."""
+def kernel_runs(models, flag: str) -> bool:
+    """The check of a Triton kernel's flag (--beam-reorder-kernel, --decode-attention-kernel):
+    refused in one line for a model of ours without the fixed-size caches, which the kernels are
+    for; False, said once in the log, where Triton cannot run (a CPU, unless its interpreter is on,
+    or no Triton): torch's ops then do the work."""
     for model in models:
         if hasattr(model.decoder, "reorder_within_beams") and not getattr(model.decoder, "static_cache", False):
             raise PluginError(
-                "--beam-reorder-kernel reorders the fixed-size caches: add --model-overrides "
+                f"{flag} works on the fixed-size caches: add --model-overrides "
                 "\"{'static_decoding_cache': True}\" (or train with --static-decoding-cache)"
             )
     if beam_reorder.available(next(models[0].parameters())):
         return True
-    logger.warning("--beam-reorder-kernel: Triton cannot run on this device, so torch's ops reorder the caches")
+    logger.warning(f"{flag}: Triton cannot run on this device, so torch's ops do its work")
     return False
 
 

@@ -149,6 +149,15 @@ class PaperTranslationConfig(TranslationConfig):
             "same hypotheses); where Triton cannot run (a CPU) by torch's ops (see modules/beam_reorder.py)"
         },
     )
+    decode_attention_kernel: bool = field(
+        default=False,  # not the paper's: speed only
+        metadata={
+            "help": "with --batched-search and a model with --static-decoding-cache: each decoding step's "
+            "self-attention by a Triton kernel that reads only the positions written so far, not the whole "
+            "fixed-size buffer (Eq. (1) to float rounding); where Triton cannot run (a CPU) by torch's kernel "
+            "(see modules/decode_attention.py)"
+        },
+    )
 
 
 def sequence_generator(cfg, args, seq_gen_cls, extra_gen_cls_kwargs):
@@ -172,6 +181,7 @@ def batched_generator(cfg, args, seq_gen_cls, extra_gen_cls_kwargs):
     graph, whole = bool(getattr(cfg, "cuda_graph_decoding", False)), bool(getattr(cfg, "cuda_graph_search", False))
     extra = dict(extra_gen_cls_kwargs or {}, beam_stop=str(cfg.beam_stop), cuda_graph=graph, graph_search=whole)
     extra.update(reorder_kernel=bool(getattr(cfg, "beam_reorder_kernel", False)))
+    extra.update(decode_kernel=bool(getattr(cfg, "decode_attention_kernel", False)))
     if gnmt:
         extra.update(length_penalty=gnmt_length_penalty, exponent=gnmt_exponent)
     return batched_search.BatchedBeamSearch, extra
@@ -183,7 +193,7 @@ class PaperTranslationTask(TranslationTask):
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         check_ranking_options(self.cfg, args, seq_gen_cls)  # the caller's own generator class, if any
-        for flag in ("cuda_graph_decoding", "cuda_graph_search", "beam_reorder_kernel"):
+        for flag in ("cuda_graph_decoding", "cuda_graph_search", "beam_reorder_kernel", "decode_attention_kernel"):
             if getattr(self.cfg, flag, False) and not getattr(self.cfg, "batched_search", False):
                 name = "--" + flag.replace("_", "-")
                 raise PluginError(f"{name} is a speed path of --batched-search: add --batched-search")

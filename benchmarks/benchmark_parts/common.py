@@ -33,7 +33,8 @@ SPEED_PATHS = {
 # autocast and generation dtype with --amp on CUDA), "batched_search" (ours decoded by --batched-search's
 # generator), "cuda_graph" (its decoder step as a CUDA graph, --cuda-graph-decoding), "graph_search" (its
 # whole step, decoder and search, as one graph, --cuda-graph-search), "reorder_kernel" (its caches' beam
-# reorder by a Triton kernel, --beam-reorder-kernel), "varlen" (ours with
+# reorder by a Triton kernel, --beam-reorder-kernel), "decode_kernel" (its decoding steps' self-attention
+# by a Triton kernel, --decode-attention-kernel), "varlen" (ours with
 # --varlen-attention: training's attention on the packed rows) and "fused_loss" (ours's loss from the
 # logits, --fused-softmax-loss). They reach every measuring
 # process inside the shape.
@@ -43,7 +44,7 @@ PAD_TO_MULTIPLE = 1  # this process's "pad_to", set by build_pair; make_batches 
 def levers(shape) -> dict:
     """The speed levers shape["levers"] names, with their defaults (all off, fp16)."""
     off = dict(compile=False, static_cache=False, pad_to=1, half="float16", batched_search=False, cuda_graph=False)
-    off.update(varlen=False, graph_search=False, fused_loss=False, reorder_kernel=False)
+    off.update(varlen=False, graph_search=False, fused_loss=False, reorder_kernel=False, decode_kernel=False)
     return dict(off, **shape.get("levers", {}))
 
 

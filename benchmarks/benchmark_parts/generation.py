@@ -57,7 +57,7 @@ def ctranslate2_decoders(model, d, device, half, folder):
 def search_for(shape, name, model, d):
     """Beam 4, lenpen 0.6, max length input + 50: fairseq's SequenceGenerator, or for ours with the
     batched_search lever --batched-search's generator (with cuda_graph, its graphed decoder step;
-    with graph_search, its whole step graphed; with reorder_kernel, its caches reordered by the kernel)."""
+    with graph_search, its whole step graphed; with reorder_kernel and decode_kernel, the kernels)."""
     from fairseq.sequence_generator import SequenceGenerator
 
     settings = dict(beam_size=4, len_penalty=0.6, max_len_a=1, max_len_b=50)
@@ -66,7 +66,8 @@ def search_for(shape, name, model, d):
 
         chosen = levers(shape)
         paths = dict(cuda_graph=chosen["cuda_graph"], graph_search=chosen["graph_search"])
-        return BatchedBeamSearch([model], d, **paths, reorder_kernel=chosen["reorder_kernel"], **settings)
+        kernels = dict(reorder_kernel=chosen["reorder_kernel"], decode_kernel=chosen["decode_kernel"])
+        return BatchedBeamSearch([model], d, **paths, **kernels, **settings)
     return SequenceGenerator([model], d, **settings)
 
 
@@ -95,17 +96,45 @@ def reorder_check(shape, device, dtype, rows=1024, k=4, positions=128) -> dict:
     return check
 
 
-def counting_kernel_calls(check: dict) -> None:
-    """Counts beam_reorder.reorder_within_groups' calls in this process into check["calls"]."""
-    from attn_only_plugin.modules import beam_reorder
+def decode_check(shape, device, dtype, rows=1024, positions=128) -> dict:
+    """With the decode_kernel lever: whether the kernel runs here (modules/decode_attention.py), and
+    if so the largest difference of its output from torch's fused attention, on random queries and
+    a cache buffer of the model's heads (rows hypotheses) at three steps (on a GPU: the compiled
+    kernel, where the tests ran Triton's interpreter). Its calls in this process are counted later."""
+    import torch
 
-    reorder = beam_reorder.reorder_within_groups
+    from attn_only_plugin.modules import decode_attention, static_cache
+    from attn_only_plugin.modules.kernels import fused_attention
+
+    d, h = shape["d_model"] // shape["heads"], shape["heads"]
+    g = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(rows, h, n, d, generator=g).to(device, dtype) for n in (1, positions, positions))
+    check = dict(kernel_runs=decode_attention.available(q), max_abs_difference=None, calls=0)
+    if check["kernel_runs"]:
+        worst = 0.0
+        for last in (0, positions // 3, positions - 1):
+            mask = static_cache.visible(torch.full((1,), last, device=device), positions, dtype)[
+                None, None
+            ]  # (1, 1, 1, C)
+            with decode_attention.enabled():
+                ours = decode_attention.attend(q, k, v, mask)
+            worst = max(worst, float((ours.float() - fused_attention(q, k, v, mask).float()).abs().max()))
+        check["max_abs_difference"] = worst
+    return check
+
+
+def counting_kernel_calls(check: dict, module: str, name: str) -> None:
+    """Counts the calls of attn_only_plugin.modules.<module>.<name> in this process into check["calls"]."""
+    import importlib
+
+    kernels = importlib.import_module(f"attn_only_plugin.modules.{module}")
+    launch = getattr(kernels, name)
 
     def counted(*args):
         check["calls"] += 1
-        return reorder(*args)
+        return launch(*args)
 
-    beam_reorder.reorder_within_groups = counted
+    setattr(kernels, name, counted)
 
 
 def counting_captures():
@@ -161,10 +190,13 @@ def generation(
     batches = make_batches(d, max(1, n_sentences // batch_size), batch_size, seed=2, batching=batching)
     seconds = {name: [0.0] * repeats for name in gens}
     captured, captures = counting_captures(), []  # graphs captured in each repeat (ours's only have any)
-    kernel = None
+    checks, dtype = {}, half_dtype(shape, device) if half else torch.float32
     if levers(shape)["reorder_kernel"]:  # checked against torch's reorder before timing, then its calls counted
-        kernel = reorder_check(shape, device, half_dtype(shape, device) if half else torch.float32)
-        counting_kernel_calls(kernel)
+        checks["reorder_kernel_check"] = reorder_check(shape, device, dtype)
+        counting_kernel_calls(checks["reorder_kernel_check"], "beam_reorder", "reorder_within_groups")
+    if levers(shape)["decode_kernel"]:  # the same against torch's attention
+        checks["decode_kernel_check"] = decode_check(shape, device, dtype)
+        counting_kernel_calls(checks["decode_kernel_check"], "decode_attention", "attend")
     hyps = {name: [] for name in gens}
     sync = synchronizer(device)
     with torch.no_grad(), folder:
@@ -199,8 +231,7 @@ def generation(
     result["identical_hypotheses"] = hyps["ours"] == hyps["fairseq"]
     result["identical_sentences"] = sum(a == b for a, b in zip(hyps["ours"], hyps["fairseq"], strict=False))
     result["graphs_captured_per_repeat"] = captures  # a graphed search's captures: fewer once its shapes repeat
-    if kernel is not None:
-        result["reorder_kernel_check"] = kernel
+    result.update(checks)
     result["ctranslate2_threads"] = dict(inter_threads=1, intra_threads=torch.get_num_threads()) if ct2 else None
     return result
 

@@ -580,11 +580,44 @@ def test_reorder_check_runs_the_kernel(script, monkeypatch):
     check = reorder_check(shape, "cpu", torch.float16, rows=16, positions=8)
     assert check == dict(kernel_runs=True, equal=True, calls=0)
     monkeypatch.setattr(beam_reorder, "reorder_within_groups", beam_reorder.reorder_within_groups)  # put back after
-    counting_kernel_calls(check)
+    counting_kernel_calls(check, "beam_reorder", "reorder_within_groups")
     buffer = torch.zeros(8, 1, 4, 2)
     beam_reorder.reorder_within_groups(buffer, torch.arange(8), 4, torch.zeros(1, dtype=torch.long))
     assert check["calls"] == 1
     assert levers.reorder_cell(check) == "; reorder kernel: equal to torch's reorder, 1 calls"
+
+
+def test_decode_check_compares_the_kernel_with_torchs_attention(script, monkeypatch):
+    """--decode-attention-kernel's check in the benchmark: where the kernel cannot run (a CPU without
+    Triton's interpreter) not run, and the cell says so; run by the interpreter (where Triton is
+    installed), its output within float rounding of torch's attention at three steps, its calls
+    counted, and the cell says so."""
+    import pytest
+    import torch
+
+    script("benchmark")
+    levers = script("gpu_levers")
+    from attn_only_plugin.modules import decode_attention
+    from benchmark_parts.generation import counting_kernel_calls, decode_check
+
+    shape = dict(d_model=32, heads=4)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert decode_check(shape, "cpu", torch.float32, rows=8) == dict(
+        kernel_runs=False, max_abs_difference=None, calls=0
+    )
+    assert levers.decode_cell(dict(kernel_runs=False)) == "; decode kernel: cannot run here (torch's)"
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    check = decode_check(shape, "cpu", torch.float32, rows=8, positions=64)
+    assert check["kernel_runs"] and check["max_abs_difference"] < 1e-5 and check["calls"] == 0
+    monkeypatch.setattr(decode_attention, "attend", decode_attention.attend)  # put back after
+    counting_kernel_calls(check, "decode_attention", "attend")
+    q, k = torch.zeros(2, 1, 1, 4), torch.zeros(2, 1, 64, 4)
+    decode_attention.attend(q, k, k, torch.zeros(1, 1, 1, 64))
+    assert check["calls"] == 1
+    assert levers.decode_cell(dict(check, max_abs_difference=2e-7)) == (
+        "; decode kernel: 2.0e-07 from torch's attention, 1 calls"
+    )
 
 
 def test_compile_report_says_what_torch_compile_made(script, dynamo_counters):

@@ -19,6 +19,7 @@ SMOKE_ROWS = [
     "train_bf16_seen",
     "train_varlen_fresh",
     "gen_cuda_graph_search_reorder",
+    "gen_cuda_graph_search_decode",
     "train_fused_loss_seen",
 ]
 
@@ -26,7 +27,7 @@ SMOKE_ROWS = [
 def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
     """Six rows that between them turn on every lever (compile, buckets, the fixed decoding cache,
     the batched search, its graphed decoder step and its whole step graphed, eager on a CPU, the beam
-    reorder kernel, torch's ops on a CPU, bf16,
+    reorder and decode attention kernels, torch's ops on a CPU, bf16,
     attention on packed rows, the padded path on a CPU, with its check, the loss from the logits)
     and --profile, each through its
     benchmark and measuring processes: minutes, more on busy cores. The other rows differ only in
@@ -37,7 +38,7 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
         [*cmd, "--rows", *SMOKE_ROWS],
         capture_output=True,
         text=True,
-        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+        env={k: v for k, v in dict(os.environ, PYTHONWARNINGS="ignore").items() if k != "TRITON_INTERPRET"},
         timeout=1800,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -71,6 +72,9 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
         assert f"| {name} | {rows[name][0]} |" in r["table"] and f"| {name} |" in proc.stdout
     assert r["rows"]["gen_cuda_graph_search_reorder"]["result"]["generation"]["reorder_kernel_check"]["calls"] == 0
     assert "4 of 4; reorder kernel: cannot run here (torch's ops)" in r["table"]  # a CPU, no interpreter
+    decode = {"static_cache": True, "batched_search": True, "graph_search": True, "decode_kernel": True}
+    assert levers["gen_cuda_graph_search_decode"] == decode
+    assert "4 of 4; decode kernel: cannot run here (torch's)" in r["table"]
     # the profiled row's second table: one line per model, its categories summing to the device time,
     # then the host's own time and the names that took most of it
     lines = [line.split(" | ") for line in r["table"].splitlines()]
@@ -88,7 +92,7 @@ def test_smoke_mode_runs_a_row_of_every_lever(script, tmp_path):
 def test_out_of_budget_rows_are_skipped_and_said(cli, tmp_path):
     out = tmp_path / "levers.json"
     proc = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)
-    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 22 of 22 rows did not")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error: 24 of 24 rows did not")
     r = json.loads(out.read_text())
     assert all(row["status"].startswith("skipped: ") for row in r["rows"].values())
     again = cli("gpu_levers", "--device", "cpu", "--preset", "tiny", "--budget-s", "1", "--out", out)

@@ -9,7 +9,7 @@ from argparse import Namespace
 import pytest
 import torch
 
-from attn_only_plugin.modules import beam_reorder, static_cache
+from attn_only_plugin.modules import beam_reorder, decode_attention, static_cache
 from attn_only_plugin.modules.decoding_state import DecodingState
 from attn_only_plugin.tasks import batched_search
 from attn_only_plugin.tasks.batched_search import BatchedBeamSearch
@@ -30,7 +30,16 @@ def sample(B=8, S=9):
 
 
 def generator(
-    batched, beam=4, lenpen=0.6, style="fairseq", stop="fairseq", models=None, graph_search=False, kernel=False, **args
+    batched,
+    beam=4,
+    lenpen=0.6,
+    style="fairseq",
+    stop="fairseq",
+    models=None,
+    graph_search=False,
+    kernel=False,
+    decode_kernel=False,
+    **args,
 ):
     cfg = PaperTranslationConfig(
         lenpen_style=style,
@@ -38,6 +47,7 @@ def generator(
         batched_search=batched,
         cuda_graph_search=graph_search,
         beam_reorder_kernel=kernel,
+        decode_attention_kernel=decode_kernel,
     )
     task = PaperTranslationTask(cfg, D, D)
     gen_args = dict(beam=beam, lenpen=lenpen, max_len_a=1, max_len_b=5, min_len=1, unkpen=0, unnormalized=False)
@@ -128,15 +138,38 @@ def test_the_reorder_kernel_gives_the_same_hypotheses(monkeypatch, options):
     assert_same(decode([model], False, **options), ours)
 
 
-def test_the_reorder_kernel_where_triton_cannot_run(monkeypatch, caplog):
-    """On a CPU without Triton's interpreter, --beam-reorder-kernel says so once in the log and the
-    caches are reordered by torch's ops: fairseq's hypotheses, no kernel call."""
+@pytest.mark.parametrize("options", [dict(beam=4, stop="paper"), dict(beam=1, graph_search=True)])
+def test_the_decode_attention_kernel_gives_the_same_hypotheses(monkeypatch, options):
+    """--decode-attention-kernel, run by Triton's interpreter: every decoding step's self-attention
+    by the kernel, across chunk boundaries (chunks and the kernel's blocks of 4 positions here), and
+    fairseq's hypotheses."""
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(static_cache, "STATIC_CHUNK", 4)
+    monkeypatch.setattr(decode_attention, "BLOCK_N", 4)
+    model = ending_model(D, static_decoding_cache=True)
+    calls, attend = [], decode_attention.attend
+    monkeypatch.setattr(decode_attention, "attend", lambda *a: calls.append(1) or attend(*a))
+    ours = decode([model], True, decode_kernel=True, **options)
+    assert len(calls) >= 2 * 8  # 2 layers, 8 steps at least
+    options.pop("graph_search", None)
+    assert_same(decode([model], False, **options), ours)
+
+
+@pytest.mark.parametrize(
+    "flag, options",
+    [("--beam-reorder-kernel", dict(kernel=True)), ("--decode-attention-kernel", dict(decode_kernel=True))],
+)
+def test_the_kernels_where_triton_cannot_run(monkeypatch, caplog, flag, options):
+    """On a CPU without Triton's interpreter, each kernel's flag says so once in the log and torch's
+    ops do the work: fairseq's hypotheses, no kernel call."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     model = ending_model(D, static_decoding_cache=True)
     calls = counting_kernel_calls(monkeypatch)
+    monkeypatch.setattr(decode_attention, "attend", lambda *a: calls.append(1))
     with caplog.at_level("WARNING"):
-        ours = decode([model], True, kernel=True)
-    assert calls == [] and caplog.text.count("--beam-reorder-kernel: Triton cannot run on this device, so torch") == 1
+        ours = decode([model], True, **options)
+    assert calls == [] and caplog.text.count(f"{flag}: Triton cannot run on this device, so torch's ops") == 1
     assert_same(decode([model], False), ours)
 
 
@@ -285,13 +318,17 @@ def test_other_refusals():
     args = Namespace(beam=4, lenpen=1, max_len_a=1, max_len_b=5, min_len=1, unkpen=0)
     with pytest.raises(PluginError, match="^--batched-search does not support --beam-patience:"):
         PaperTranslationTask(cfg, D, D).build_generator([model], args)
-    for flag in ("cuda_graph_decoding", "cuda_graph_search", "beam_reorder_kernel"):
+    for flag in ("cuda_graph_decoding", "cuda_graph_search", "beam_reorder_kernel", "decode_attention_kernel"):
         cfg = PaperTranslationConfig(**{flag: True})
         name = "--" + flag.replace("_", "-")
         with pytest.raises(PluginError, match=f"^{name} is a speed path of --batched-search: add --batched-search$"):
             PaperTranslationTask(cfg, D, D).build_generator([model], args)
-    with pytest.raises(PluginError, match="^--beam-reorder-kernel reorders the fixed-size caches: add --model-over"):
-        generator(True, models=[model], kernel=True)
+    for flag, options in (
+        ("--beam-reorder-kernel", dict(kernel=True)),
+        ("--decode-attention-kernel", dict(decode_kernel=True)),
+    ):
+        with pytest.raises(PluginError, match=f"^{flag} works on the fixed-size caches: add --model-overrides"):
+            generator(True, models=[model], **options)
     gen = generator(True, models=[model])
     with pytest.raises(PluginError, match="^--batched-search does not support --prefix-size"):
         gen.generate([model], sample(), prefix_tokens=torch.ones(8, 1, dtype=torch.long))

@@ -86,8 +86,8 @@ def generated(*args) -> dict:
 @pytest.mark.parametrize("rule", ["fairseq", "paper"])
 def test_batched_search_prints_what_fairseqs_search_prints(trained, rule, monkeypatch):
     """fairseq-generate --batched-search (tasks/batched_search.py) with 2-best lists, and with the
-    fixed-size caches and --cuda-graph-decoding or --cuda-graph-search (eager on a CPU; the second
-    with --beam-reorder-kernel, torch's ops where Triton cannot run) in batches
+    fixed-size caches and --cuda-graph-decoding or --cuda-graph-search (eager on a CPU; with
+    --decode-attention-kernel and --beam-reorder-kernel, torch's ops where Triton cannot run) in batches
     of 2 sources padded to multiples of 8 (batches of one shape, which search in the last one's
     buffers): the same hypotheses as without, scores as fairseq prints them (4 decimals) within
     one unit of the last digit; the Python API's
@@ -99,7 +99,7 @@ def test_batched_search_prints_what_fairseqs_search_prints(trained, rule, monkey
     references = {id(args): generated(*args), id(shaped): generated(*shaped)}
     for common, extra in [
         (args, ["--batched-search"]),
-        (shaped, [*static, "--cuda-graph-decoding"]),
+        (shaped, [*static, "--cuda-graph-decoding", "--decode-attention-kernel"]),
         (shaped, [*static, "--cuda-graph-search", "--beam-reorder-kernel"]),
     ]:
         reference, ours = references[id(common)], generated(*common, *extra)
@@ -122,9 +122,9 @@ def test_batched_search_prints_what_fairseqs_search_prints(trained, rule, monkey
     static = attn_only_plugin.load(
         checkpoint.parent, checkpoint_file=checkpoint.name, data=str(data), static_decoding_cache=True
     )
-    paths = dict(batched_search=True, cuda_graph_search=True, beam_reorder_kernel=True)  # eager, torch's ops here
+    paths = dict(batched_search=True, cuda_graph_search=True, beam_reorder_kernel=True, decode_attention_kernel=True)
     assert static.translate(["1 2 3", "4 5 6 7"], beam_stop=rule, max_len_b=5, **paths) == plain and len(calls) == 2
-    with pytest.raises(PluginError, match="^--beam-reorder-kernel reorders the fixed-size caches"):
+    with pytest.raises(PluginError, match="^--beam-reorder-kernel works on the fixed-size caches: add"):
         mt.translate(["1 2 3"], batched_search=True, beam_reorder_kernel=True)
     refused = run(BIN / "fairseq-generate", *args, "--batched-search", "--diverse-beam-groups", 2, ok=False)
     one_line_error(refused, "--batched-search does not support --diverse-beam-groups: drop one of them")
