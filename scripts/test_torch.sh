@@ -34,6 +34,6 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 exec "$OTHER/bin/python" -m pytest -p no:cacheprovider \
   tests/modules/test_compiled.py tests/modules/test_varlen.py tests/modules/test_kernels.py \
   tests/modules/test_static_cache.py tests/modules/test_step_graph.py tests/modules/test_beam_reorder.py \
-  tests/modules/test_decode_attention.py \
+  tests/modules/test_decode_attention.py tests/modules/test_triton_compile.py \
   tests/criterions/test_fused_softmax.py tests/tasks/test_decoder_step.py tests/tasks/test_batched_search.py \
   tests/benchmarks/test_benchmark.py tests/benchmarks/test_gpu_levers.py "${@:--q}"
