@@ -42,6 +42,7 @@ candidates (B, c) in score order; L = max_len + 1 target positions.
 
 import logging
 import math
+import weakref
 from typing import Callable, NamedTuple, Optional
 
 import torch
@@ -234,17 +235,18 @@ class BatchedBeamSearch(SequenceGenerator):
         differs from its chunk's others: the first step (it makes the caches), the steps before
         --min-len and the length cap."""
         reserve = static_cache.capacity(max_len + 1)  # every step's position, room made at the first
+        search = weakref.proxy(self)  # the step is kept in self.kept: a reference would make a cycle
         runner = DecoderStep(self.model.models[0], self.temperature, reserve) if self.cuda_graph else None
 
         def step_to_order(step: int, pos: Tensor) -> Tensor:
-            if self.graph_search:
+            if search.graph_search:
                 lprobs = runner.eager(step, tokens_at(beam.tokens, pos), pos, encoder_outs, states)
             elif runner is not None:
                 lprobs = runner(step, beam.tokens, encoder_outs, states)
             else:
                 prefix = beam.tokens[:, : step + 1]  # (B k, step + 1)
-                lprobs, _ = self.model.forward_decoder(prefix, encoder_outs, states, self.temperature)
-            return beam(step, pos, self.mask(step, lprobs, max_len))  # (B k, V) -> (B k,)
+                lprobs, _ = search.model.forward_decoder(prefix, encoder_outs, states, search.temperature)
+            return beam(step, pos, search.mask(step, lprobs, max_len))  # (B k, V) -> (B k,)
 
         if not self.graph_search:
             return step_to_order
@@ -253,7 +255,7 @@ class BatchedBeamSearch(SequenceGenerator):
         graph = StepGraph(lambda pos: step_to_order(now[0], pos), state=beam.mutable)
 
         def graphed(step: int, pos: Tensor) -> Tensor:
-            own = step == 0 or step < self.min_len or step >= max_len
+            own = step == 0 or step < search.min_len or step >= max_len
             key = None if own else static_cache.capacity(step + 1)
             if key in graph.graphs:  # a replay runs no Python (a stand-in's reruns its capture's)
                 now[0] = captured_at[key]

@@ -173,6 +173,30 @@ def test_the_kernels_where_triton_cannot_run(monkeypatch, caplog, flag, options)
     assert_same(decode([model], False), ours)
 
 
+@pytest.mark.parametrize("graph_search", [False, True])
+def test_a_dropped_generator_is_freed_at_once_with_its_kept_search(graph_search):
+    """With Python's garbage collector off: a generator that keeps its last search (a graphed one's
+    buffers, caches and graphs, self.kept) is freed as soon as it is dropped, its search with it; a
+    reference cycle between them would hold both (GPU memory, with translate() building a generator
+    per call) until the collector came round."""
+    import gc
+    import weakref
+
+    model = ending_model(D, static_decoding_cache=True)
+    gen = generator(True, models=[model], graph_search=graph_search)
+    gc.disable()
+    try:
+        with torch.no_grad():
+            gen.generate([model], sample())
+        assert (gen.kept is not None) == graph_search
+        dropped = weakref.ref(gen)
+        kept = [weakref.ref(gen.kept.beam.tokens), weakref.ref(gen.kept.pos)] if graph_search else []
+        del gen
+        assert dropped() is None and all(tensor() is None for tensor in kept)
+    finally:
+        gc.enable()
+
+
 def test_every_step_has_the_same_shapes_and_buffers(monkeypatch):
     """The decoder sees B k hypotheses at every step (fairseq's search drops done sentences); with
     the static cache each layer's key buffer is the same tensor at every step of a chunk, and new
