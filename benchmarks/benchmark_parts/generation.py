@@ -76,7 +76,7 @@ def reorder_check(shape, device, dtype, rows=1024, k=4, positions=128) -> dict:
     if so its in-place reorder of a random cache buffer of the model's heads (rows hypotheses, beam
     k) at three steps, each against torch's buffer[order] of the same buffer: on a GPU, where the
     kernel's barrier between reads and writes matters (Triton's interpreter runs every read first).
-    Also a list whose one item counts the kernel's calls in this process (wrapped)."""
+    Its calls in this process are counted later (counting_kernel_calls)."""
     import torch
 
     from attn_only_plugin.modules import beam_reorder
@@ -123,33 +123,33 @@ def decode_check(shape, device, dtype, rows=1024, positions=128) -> dict:
     return check
 
 
+def count_calls(owner, name: str, tally: dict) -> None:
+    """Wraps owner.<name> (a module's function or a class's method) in this process so that each
+    call adds 1 to tally["calls"]."""
+    function = getattr(owner, name)
+
+    def counted(*args, **kwargs):
+        tally["calls"] += 1
+        return function(*args, **kwargs)
+
+    setattr(owner, name, counted)
+
+
 def counting_kernel_calls(check: dict, module: str, name: str) -> None:
     """Counts the calls of attn_only_plugin.modules.<module>.<name> in this process into check["calls"]."""
     import importlib
 
-    kernels = importlib.import_module(f"attn_only_plugin.modules.{module}")
-    launch = getattr(kernels, name)
-
-    def counted(*args):
-        check["calls"] += 1
-        return launch(*args)
-
-    setattr(kernels, name, counted)
+    count_calls(importlib.import_module(f"attn_only_plugin.modules.{module}"), name, check)
 
 
-def counting_captures():
+def counting_captures() -> dict:
     """Counts the CUDA graphs our searches capture (modules/step_graph.py's StepGraph.capture,
-    wrapped in this process): a list whose one item is the count so far."""
+    wrapped in this process): {"calls": the count so far}."""
     from attn_only_plugin.modules.step_graph import StepGraph
 
-    count, capture = [0], StepGraph.capture
-
-    def counted(self, key, inputs):
-        count[0] += 1
-        return capture(self, key, inputs)
-
-    StepGraph.capture = counted
-    return count
+    tally = {"calls": 0}
+    count_calls(StepGraph, "capture", tally)
+    return tally
 
 
 def generation(
@@ -201,7 +201,7 @@ def generation(
     sync = synchronizer(device)
     with torch.no_grad(), folder:
         for r in range(repeats):
-            captures.append(-captured[0])
+            captures.append(-captured["calls"])
             for i, b in enumerate(batches):
                 src, lengths = b["src"].to(device), b["lengths"].to(device)
                 for name in rotation(list(gens), r + i):
@@ -211,7 +211,7 @@ def generation(
                     seconds[name][r] += time.perf_counter() - t
                     if r == 0:
                         hyps[name] += out
-            captures[r] += captured[0]
+            captures[r] += captured["calls"]
         profiles = {}
         if profile:  # the first batch once more with each model, under the profiler
             src, lengths = batches[0]["src"].to(device), batches[0]["lengths"].to(device)
