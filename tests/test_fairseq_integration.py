@@ -54,6 +54,8 @@ def test_final_partial_batch_is_kept():
 def test_prefetch_thread_is_stopped_before_exit():
     """A run stopped mid-epoch leaves fairseq's prefetch thread receiving batches from a DataLoader
     worker; the plugin's exit hook ends it so interpreter shutdown cannot abort the process."""
+    import gc
+    import multiprocessing
     import threading
 
     import torch.utils.data
@@ -61,6 +63,7 @@ def test_prefetch_thread_is_stopped_before_exit():
 
     from attn_only_plugin.fairseq_fixes import stop_prefetch_threads
 
+    children_before = multiprocessing.active_children()
     dataset = [torch.full((3,), i) for i in range(200)]
     epochs = iterators.EpochBatchIterator(
         dataset=_ListDataset(dataset),
@@ -78,6 +81,11 @@ def test_prefetch_thread_is_stopped_before_exit():
     assert consumers(), "fairseq should have started its prefetch thread"
     assert stop_prefetch_threads(timeout=30) >= 1
     assert not consumers()
+    # The DataLoader's iterator sits in a reference cycle: freed by the collector here, not at
+    # the test worker's exit, where joining its loader process is interrupted.
+    del itr, epochs
+    gc.collect()
+    assert not [p for p in multiprocessing.active_children() if p not in children_before]
 
 
 class _ListDataset(torch.utils.data.Dataset):
