@@ -18,17 +18,14 @@ goes on the measuring processes' path. Exits 1 if a row failed or was skipped.
 """
 
 import argparse
-import importlib.util
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import install_excepthook
+from benchmark_parts.processes import bundle_environment, run_limited
 from benchmark_parts.profile import CATEGORIES, host_most
 from benchmark_parts.report import describe_compile
 
@@ -186,19 +183,6 @@ def limit(name, device) -> int:
     return limits["compile" if compiles else parts] + (limits["profile"] if "--profile" in flags else 0)
 
 
-def environment():
-    """The measuring processes' environment: .gpu_bundle/site on the path when it is there and this
-    Python has no fairseq of its own (the bundle is built for the GPU machine's Python, whose
-    compiled packages need not load on this one)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    bundle = HERE.parent / ".gpu_bundle" / "site"
-    if bundle.is_dir() and importlib.util.find_spec("fairseq") is None:
-        env["PYTHONPATH"] = os.pathsep.join([str(bundle), str(HERE.parent), env.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep
-        )
-    return env
-
-
 def run_row(name, preset, device, folder, seconds_left):
     """Row `name`: its command, exit status, seconds, the benchmark's JSON or the last line of its
     error; skipped when the budget has less than its limit left."""
@@ -207,22 +191,11 @@ def run_row(name, preset, device, folder, seconds_left):
     row = dict(what=ROWS[name][0], command=" ".join(cmd[1:]), limit_s=cap)
     if seconds_left < cap:
         return dict(row, status=f"skipped: {seconds_left:.0f} s of the budget left, the row's limit is {cap} s")
-    start = time.perf_counter()
-    # a session of its own: on timeout the benchmark's measuring processes end with it (they hold the GPU)
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(), start_new_session=True
-    )
-    try:
-        _, stderr = proc.communicate(timeout=cap)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return dict(row, status=f"timed out after {cap} s", seconds=cap)
-    row.update(seconds=round(time.perf_counter() - start, 1), rc=proc.returncode)
-    if proc.returncode != 0 or not out.exists():
-        lines = [line for line in stderr.splitlines() if line.strip()] or ["no output"]
-        return dict(row, status="failed: " + lines[-1][:300])
-    return dict(row, status="ok", result=json.loads(out.read_text()))
+    status, seconds, _, _ = run_limited(cmd, cap, bundle_environment())
+    row.update(status=status, seconds=seconds)
+    if status == "ok" and not out.exists():
+        row["status"] = "failed: no results file"
+    return dict(row, result=json.loads(out.read_text())) if row["status"] == "ok" else row
 
 
 def cells(row) -> list:

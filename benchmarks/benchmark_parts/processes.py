@@ -1,12 +1,19 @@
 """A measurement in a fresh process (peak memory is per process), for benchmarks/benchmark.py: its
 result, or its failure as one line (ATTN_ONLY_TRACEBACK=1 prints the traceback too), or the exit
-status of a process that died without one.
+status of a process that died without one. And for the scripts that run whole commands in turn
+(gpu_levers.py, cli_train.py): a command with a time limit, and the environment that puts the GPU
+machine's bundle of fairseq on its path.
 """
 
 import contextlib
+import importlib.util
 import os
 import queue as queues
+import signal
+import subprocess
+import time
 import traceback
+from pathlib import Path
 
 from attn_only_tools.guards.errors import PluginError
 
@@ -14,6 +21,7 @@ SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")  # kernels of torch F.sc
 # torch.backends.cuda's switch for each of SDPA_BACKENDS, in that order (enable_X, X_enabled)
 _SDPA_FLAGS = ("cudnn_sdp", "flash_sdp", "mem_efficient_sdp", "math_sdp")
 SDPA_ENV = "ATTN_ONLY_SDPA_BACKENDS"  # how benchmark.py --sdpa-backends reaches the measuring processes
+REPO = Path(__file__).resolve().parents[2]  # where .gpu_bundle is
 
 
 def restrict_sdpa(backends=None) -> None:
@@ -101,3 +109,35 @@ def in_process(ctx, target, *args, poll_s=0.5):
             f"the {target.__name__} process failed: {value}: rerun with ATTN_ONLY_TRACEBACK=1 for its traceback"
         )
     return value
+
+
+def bundle_environment() -> dict:
+    """The environment of a command that a script runs: .gpu_bundle/site (benchmarks/gpu_bundle.sh) on
+    the path when it is there and this Python has no fairseq of its own (the bundle is built for the
+    GPU machine's Python, whose compiled packages need not load on this one)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    bundle = REPO / ".gpu_bundle" / "site"
+    if bundle.is_dir() and importlib.util.find_spec("fairseq") is None:
+        env["PYTHONPATH"] = os.pathsep.join([str(bundle), str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def run_limited(cmd, seconds, env, cwd=None):
+    """cmd in a session of its own, ended with everything it started after `seconds` (measuring
+    processes hold the GPU): (status, seconds taken, stdout, stderr), status "ok", "timed out after N
+    s" or "failed: " and the last line of its stderr."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, start_new_session=True
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        return f"timed out after {seconds} s", seconds, stdout, stderr
+    taken = round(time.perf_counter() - start, 1)
+    if proc.returncode != 0:
+        lines = [line for line in stderr.splitlines() if line.strip()] or ["no output"]
+        return "failed: " + lines[-1][:300], taken, stdout, stderr
+    return "ok", taken, stdout, stderr

@@ -123,14 +123,16 @@ def test_profile_rows_come_last_with_the_time_their_profile_needs(script):
     assert command[-5:] == ["--repeats", "1", "--profile", "--out", "out.json"]
 
 
-def test_the_bundle_goes_on_the_path_only_where_fairseq_is_missing(script, tmp_path, monkeypatch):
+def test_the_bundle_goes_on_the_path_only_where_fairseq_is_missing(tmp_path, monkeypatch):
     """.gpu_bundle/site is built for the GPU machine's Python: on a machine with its own fairseq
-    (this one) the measuring processes keep that; without one they get the bundle's."""
-    levers = script("gpu_levers")
+    (this one) the measuring processes of gpu_levers.py and cli_train.py keep that; without one
+    they get the bundle's."""
+    import benchmark_parts.processes as processes
+
     (tmp_path / ".gpu_bundle" / "site").mkdir(parents=True)
-    monkeypatch.setattr(levers, "HERE", tmp_path / "benchmarks")
+    monkeypatch.setattr(processes, "REPO", tmp_path)
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    assert "PYTHONPATH" not in levers.environment()
-    monkeypatch.setattr(levers.importlib.util, "find_spec", lambda name: None)
+    assert "PYTHONPATH" not in processes.bundle_environment()
+    monkeypatch.setattr(processes.importlib.util, "find_spec", lambda name: None)
     bundle = tmp_path / ".gpu_bundle" / "site"
-    assert levers.environment()["PYTHONPATH"] == os.pathsep.join([str(bundle), str(tmp_path)])
+    assert processes.bundle_environment()["PYTHONPATH"] == os.pathsep.join([str(bundle), str(tmp_path)])
