@@ -12,7 +12,8 @@ step (its fp16 optimizer's master weights and loss scaling, the gradient norm, t
 logging) and batches sorted by length as fairseq sorts them. Each run is `python -m fairseq_cli.train`
 in its own process with its own time limit, with each model's recipe (ours: examples/pipeline.sh's
 train_paper; the built-in: transformer_vaswani_wmt_en_de_big with fairseq's inverse_sqrt and adam),
-the same seed, batches and updates; tokens/s are target tokens (fairseq's wps) over the logged
+the same seed, batches and updates, batches collated in fairseq's loader process as by default;
+tokens/s are target tokens (fairseq's wps) over the logged
 intervals of an epoch after its first (which holds the start, or the epoch boundary). A run starts
 only while the budget has its limit left. On a GPU machine without fairseq, .gpu_bundle/site
 (benchmarks/gpu_bundle.sh) goes on the runs' path. Exits 1 if a run failed or was skipped.
@@ -148,7 +149,7 @@ def command(name, preset, device, data) -> list:
     _, model, flags = RUNS[name]
     s = SETTINGS[device]
     common = [data, *s["flags"], "--max-update", str(s["updates"]), "--seed", "1", "--log-format", "json"]
-    common += ["--log-interval", str(s["interval"]), "--disable-validation", "--no-save", "--num-workers", "0"]
+    common += ["--log-interval", str(s["interval"]), "--disable-validation", "--no-save"]  # fairseq's loader process
     recipe = OURS if model == "ours" else BUILTIN
     return [sys.executable, "-m", "fairseq_cli.train", *common, *PRESETS[preset][model], *recipe, *flags]
 
