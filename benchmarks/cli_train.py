@@ -34,9 +34,11 @@ from benchmark_parts.processes import bundle_environment, run_limited
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Both runs load the plugin, for its repairs of fairseq (attn_only_plugin/fairseq_fixes.py): the
+# same batches (fairseq-fixed drops a last batch), and --bf16 that runs; the built-in's model,
+# criterion and optimizer stay fairseq's.
+PLUGIN = ["--user-dir", str(REPO / "attn_only_plugin")]
 OURS = [
-    "--user-dir",
-    str(REPO / "attn_only_plugin"),
     "--criterion",
     "paper_label_smoothed_ce",
     "--label-smoothing",
@@ -95,11 +97,13 @@ PRESETS = {
         vocab=1000,
     ),
 }
-# per device: fairseq-train's flags, the data-bin's sentence pairs, the updates, the log interval,
-# each kind of run's time limit (compile: torch.compile's first compilations) and the budget
+# per device: fairseq-train's flags, the precision by default (--precision), the data-bin's sentence
+# pairs, the updates, the log interval, each kind of run's time limit (compile: torch.compile's
+# first compilations) and the budget
 SETTINGS = {
     "cuda": dict(
-        flags=["--fp16", "--max-tokens", "29000"],  # ~25k source and ~25k target tokens a step (section 5.1)
+        flags=["--max-tokens", "29000"],  # ~25k source and ~25k target tokens a step (section 5.1)
+        precision="fp16",
         pairs=60000,  # ~50 steps an epoch
         updates=130,
         interval=10,
@@ -108,6 +112,7 @@ SETTINGS = {
     ),
     "cpu": dict(  # a smoke run: every run end to end, no speed worth reading
         flags=["--cpu", "--max-tokens", "1200"],
+        precision="fp32",
         pairs=400,
         updates=20,
         interval=5,
@@ -115,6 +120,7 @@ SETTINGS = {
         budget_s=3600,
     ),
 }
+PRECISION = {"fp16": ["--fp16"], "bf16": ["--bf16"], "fp32": []}  # fairseq-train's flags
 
 
 def make_data(folder: Path, vocab: int, pairs: int, seed: int = 1) -> None:
@@ -152,7 +158,7 @@ def command(name, preset, device, data) -> list:
     common = [data, *s["flags"], "--max-update", str(s["updates"]), "--seed", "1", "--log-format", "json"]
     common += ["--log-interval", str(s["interval"]), "--disable-validation", "--no-save"]  # fairseq's loader process
     recipe = OURS if model == "ours" else BUILTIN
-    return [sys.executable, "-m", "fairseq_cli.train", *common, *PRESETS[preset][model], *recipe, *flags]
+    return [sys.executable, "-m", "fairseq_cli.train", *common, *PLUGIN, *PRESETS[preset][model], *recipe, *flags]
 
 
 def limit(name, device) -> int:
@@ -268,6 +274,11 @@ def main(argv=None) -> None:
     p.add_argument("--runs", nargs="+", choices=list(RUNS), default=list(RUNS), help="the runs (default all)")
     p.add_argument("--budget-s", type=float, help="seconds for all runs together (default 540 on cuda, 3600 on cpu)")
     p.add_argument(
+        "--precision",
+        choices=sorted(PRECISION),
+        help="fairseq-train's: fp16 (--fp16, the default on cuda), bf16 (--bf16) or fp32 (the default on cpu)",
+    )
+    p.add_argument(
         "--dropout", type=float, help="every run's --dropout (0: no draws, which compiled layers make otherwise)"
     )
     p.add_argument("--out", type=Path, required=True, help="the results file (JSON)")
@@ -279,7 +290,10 @@ def main(argv=None) -> None:
         sys.exit(f"error: --budget-s must be > 0, got {budget}")
     if a.dropout is not None and not 0 <= a.dropout < 1:
         sys.exit(f"error: --dropout must be in [0, 1), got {a.dropout}")
-    extra = [] if a.dropout is None else ["--dropout", str(a.dropout)]
+    precision = a.precision or SETTINGS[a.device]["precision"]
+    if precision == "fp16" and a.device == "cpu":
+        sys.exit("error: --precision fp16 needs a GPU (fairseq-train --fp16): on a CPU give bf16 or fp32")
+    extra = PRECISION[precision] + ([] if a.dropout is None else ["--dropout", str(a.dropout)])
     start, runs = time.perf_counter(), {}
     with tempfile.TemporaryDirectory(prefix="cli-train-") as folder:
         data = Path(folder) / "data-bin"
@@ -296,7 +310,8 @@ def main(argv=None) -> None:
         if reference and r.get("intervals") and name != "ours" and RUNS[name][1] == "ours":
             r["loss_vs_ours"] = loss_difference(r["intervals"], reference)
     text = table(runs)
-    results = dict(device=a.device, preset=a.preset, budget_s=budget, seconds=round(time.perf_counter() - start, 1))
+    results = dict(device=a.device, preset=a.preset, precision=precision, budget_s=budget)
+    results["seconds"] = round(time.perf_counter() - start, 1)
     with atomic.atomic_output(a.out, "w") as f:
         json.dump(dict(results, settings=SETTINGS[a.device], runs=runs, table=text), f, indent=2)
     print(text)

@@ -75,10 +75,10 @@ def test_each_model_runs_its_recipe_and_the_levers_only_add_their_flags(script):
     assert ours[1:4] == ["-m", "fairseq_cli.train", "data"] and levers[: len(ours)] == ours
     assert levers[len(ours) :] == ["--varlen-attention", "--fused-softmax-loss", "--compile-layers"]
     for cmd in (ours, builtin):  # the same batches, seed and updates
-        assert cmd[cmd.index("--max-tokens") + 1] == "29000" and "--fp16" in cmd and cmd[cmd.index("--seed") + 1] == "1"
+        assert cmd[cmd.index("--max-tokens") + 1] == "29000" and cmd[cmd.index("--seed") + 1] == "1"
     assert "transformer_big" in ours and "paper_adam" in ours and "--user-dir" in ours
     assert "transformer_vaswani_wmt_en_de_big" in builtin and "--share-all-embeddings" in builtin
-    assert "--user-dir" not in builtin and "inverse_sqrt" in builtin
+    assert "--user-dir" in builtin and "inverse_sqrt" in builtin and "label_smoothed_cross_entropy" in builtin
     assert cli.limit("ours_levers", "cuda") == cli.limit("ours_compile", "cuda") > cli.limit("ours", "cuda")
 
 
@@ -92,6 +92,10 @@ def test_a_run_that_the_budget_cannot_hold_is_skipped_and_said(script, tmp_path)
     [
         (["--budget-s", "0"], "error: --budget-s must be > 0, got 0.0"),
         (["--dropout", "1.5"], "error: --dropout must be in [0, 1), got 1.5"),
+        (
+            ["--precision", "fp16"],
+            "error: --precision fp16 needs a GPU (fairseq-train --fp16): on a CPU give bf16 or fp32",
+        ),  # noqa: E501
     ],
 )
 def test_bad_settings_are_one_line_errors(script, tmp_path, args, error):
@@ -102,12 +106,14 @@ def test_bad_settings_are_one_line_errors(script, tmp_path, args, error):
 
 def test_smoke_mode_trains_through_fairseq_train_and_tables_every_run(tmp_path):
     """The built-in, ours, and ours with --varlen-attention and with --fused-softmax-loss through
-    the real fairseq-train at the tiny shape (on a CPU the packed attention keeps the padded path,
-    the loss is eager), without dropout, whose draws packing changes: the levers' losses are ours's
-    to float rounding. (--compile-layers inside fairseq-train: tests/test_speed_levers.py.)"""
+    the real fairseq-train at the tiny shape, in bf16 as the GPU's fp16 (fairseq's FP16Optimizer:
+    half-precision weights, float32 master weights; on a CPU the packed attention keeps the padded
+    path, the loss is eager), without dropout, whose draws packing changes: the levers' losses are
+    ours's to bf16 rounding. (--compile-layers inside fairseq-train: tests/test_speed_levers.py.)"""
     out = tmp_path / "cli.json"
     runs = ["builtin", "ours", "ours_varlen", "ours_fused_loss"]
     cmd = [sys.executable, str(BENCHMARKS / "cli_train.py"), "--device", "cpu", "--preset", "tiny", "--dropout", "0"]
+    cmd += ["--precision", "bf16"]
     cmd += ["--runs", *runs, "--out", str(out)]
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
@@ -116,8 +122,8 @@ def test_smoke_mode_trains_through_fairseq_train_and_tables_every_run(tmp_path):
     assert list(r["runs"]) == runs and all(run["status"] == "ok" for run in r["runs"].values())
     for name, run in r["runs"].items():
         assert run["updates"] == 20 and run["epochs"] >= 2 and run["tokens_per_s_epoch_1"] > 0
-        assert run["tokens_per_s_later"] > 0 and "--dropout 0.0" in run["command"]
+        assert run["tokens_per_s_later"] > 0 and "--bf16 --dropout 0.0" in run["command"]
         assert f"| {name} | {run['what']} | " in r["table"] and f"| {name} |" in proc.stdout
     assert "loss_vs_ours" not in r["runs"]["builtin"] and "loss_vs_ours" not in r["runs"]["ours"]
     assert r["runs"]["ours_varlen"]["loss_vs_ours"] < 2e-3 and r["runs"]["ours_fused_loss"]["loss_vs_ours"] < 2e-3
-    assert "[cli_train] a data-bin of 400 random sentence pairs" in proc.stderr
+    assert "[cli_train] a data-bin of 400 random sentence pairs" in proc.stderr and r["precision"] == "bf16"
