@@ -30,7 +30,7 @@ from pathlib import Path
 
 from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import install_excepthook
-from benchmark_parts.processes import bundle_environment, run_limited
+from benchmark_parts.processes import bundle_environment, run_each, run_limited, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -294,30 +294,24 @@ def main(argv=None) -> None:
     if precision == "fp16" and a.device == "cpu":
         sys.exit("error: --precision fp16 needs a GPU (fairseq-train --fp16): on a CPU give bf16 or fp32")
     extra = PRECISION[precision] + ([] if a.dropout is None else ["--dropout", str(a.dropout)])
-    start, runs = time.perf_counter(), {}
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cli-train-") as folder:
         data = Path(folder) / "data-bin"
         s = SETTINGS[a.device]
         print(f"[cli_train] a data-bin of {s['pairs']} random sentence pairs", file=sys.stderr, flush=True)
         make_data(data, PRESETS[a.preset]["vocab"], s["pairs"])
-        for name in a.runs:
-            print(f"[cli_train] {name}: {RUNS[name][0]}", file=sys.stderr, flush=True)
-            left = budget - (time.perf_counter() - start)
-            runs[name] = run(name, a.preset, a.device, data, folder, left, extra)
-            print(f"[cli_train] {name}: {runs[name]['status']}", file=sys.stderr, flush=True)
+        what = {name: RUNS[name][0] for name in a.runs}
+        left = budget - (time.perf_counter() - start)
+        runs = run_each(
+            "cli_train", a.runs, what, lambda n, t: run(n, a.preset, a.device, data, folder, t, extra), left
+        )
     reference = runs.get("ours", {}).get("intervals")
     for name, r in runs.items():  # ours's levers only: the built-in starts from other weights
         if reference and r.get("intervals") and name != "ours" and RUNS[name][1] == "ours":
             r["loss_vs_ours"] = loss_difference(r["intervals"], reference)
-    text = table(runs)
     results = dict(device=a.device, preset=a.preset, precision=precision, budget_s=budget)
-    results["seconds"] = round(time.perf_counter() - start, 1)
-    with atomic.atomic_output(a.out, "w") as f:
-        json.dump(dict(results, settings=SETTINGS[a.device], runs=runs, table=text), f, indent=2)
-    print(text)
-    bad = [name for name, r in runs.items() if r["status"] != "ok"]
-    if bad:
-        sys.exit(f"error: {len(bad)} of {len(runs)} runs did not finish ({', '.join(bad)}): see {a.out}")
+    results.update(seconds=round(time.perf_counter() - start, 1), settings=SETTINGS[a.device])
+    write_results(a.out, dict(results, runs=runs, table=table(runs)), "runs")
 
 
 if __name__ == "__main__":

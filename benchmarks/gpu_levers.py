@@ -25,7 +25,7 @@ from pathlib import Path
 
 from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import install_excepthook
-from benchmark_parts.processes import bundle_environment, run_limited
+from benchmark_parts.processes import bundle_environment, run_each, run_limited, write_results
 from benchmark_parts.profile import CATEGORIES, host_most
 from benchmark_parts.report import describe_compile
 
@@ -329,20 +329,12 @@ def main(argv=None) -> None:
         sys.exit(f"error: --budget-s must be > 0, got {a.budget_s}")
     import tempfile
 
-    start, rows = time.perf_counter(), {}
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpu-levers-") as folder:
-        for name in a.rows:
-            print(f"[gpu_levers] {name}: {ROWS[name][0]}", file=sys.stderr, flush=True)
-            rows[name] = run_row(name, a.preset, a.device, folder, a.budget_s - (time.perf_counter() - start))
-            print(f"[gpu_levers] {name}: {rows[name]['status']}", file=sys.stderr, flush=True)
-    text = table(rows)
+        what = {name: ROWS[name][0] for name in a.rows}
+        rows = run_each("gpu_levers", a.rows, what, lambda n, t: run_row(n, a.preset, a.device, folder, t), a.budget_s)
     results = dict(device=a.device, preset=a.preset, budget_s=a.budget_s, seconds=round(time.perf_counter() - start, 1))
-    with atomic.atomic_output(a.out, "w") as f:
-        json.dump(dict(results, rows=rows, table=text), f, indent=2)
-    print(text)
-    bad = [name for name, row in rows.items() if row["status"] != "ok"]
-    if bad:
-        sys.exit(f"error: {len(bad)} of {len(rows)} rows did not finish ({', '.join(bad)}): see {a.out}")
+    write_results(a.out, dict(results, rows=rows, table=table(rows)), "rows")
 
 
 if __name__ == "__main__":

@@ -7,14 +7,17 @@ machine's bundle of fairseq on its path.
 
 import contextlib
 import importlib.util
+import json
 import os
 import queue as queues
 import signal
 import subprocess
+import sys
 import time
 import traceback
 from pathlib import Path
 
+from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import PluginError
 
 SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")  # kernels of torch F.scaled_dot_product_attention
@@ -141,3 +144,25 @@ def run_limited(cmd, seconds, env, cwd=None):
         lines = [line for line in stderr.splitlines() if line.strip()] or ["no output"]
         return "failed: " + lines[-1][:300], taken, stdout, stderr
     return "ok", taken, stdout, stderr
+
+
+def run_each(tag, names, what, run_one, budget_s) -> dict:
+    """{name: run_one(name, seconds of budget_s left)} for each of names in order (each result a dict
+    with a "status"), a line on stderr as each starts ("[tag] name: what[name]") and ends (its status)."""
+    start, done = time.perf_counter(), {}
+    for name in names:
+        print(f"[{tag}] {name}: {what[name]}", file=sys.stderr, flush=True)
+        done[name] = run_one(name, budget_s - (time.perf_counter() - start))
+        print(f"[{tag}] {name}: {done[name]['status']}", file=sys.stderr, flush=True)
+    return done
+
+
+def write_results(out, results, items) -> None:
+    """results into out as JSON (whole or not at all), its "table" on stdout; exits 1 naming those of
+    results[items] (the rows or runs) whose status is not "ok"."""
+    with atomic.atomic_output(out, "w") as f:
+        json.dump(results, f, indent=2)
+    print(results["table"])
+    bad = [name for name, r in results[items].items() if r["status"] != "ok"]
+    if bad:
+        sys.exit(f"error: {len(bad)} of {len(results[items])} {items} did not finish ({', '.join(bad)}): see {out}")
