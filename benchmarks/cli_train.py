@@ -30,6 +30,7 @@ from pathlib import Path
 
 from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import install_excepthook
+from benchmark_parts.data_bin import make_data
 from benchmark_parts.processes import bundle_environment, run_each, run_limited, write_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -121,34 +122,6 @@ SETTINGS = {
     ),
 }
 PRECISION = {"fp16": ["--fp16"], "bf16": ["--bf16"], "fp32": []}  # fairseq-train's flags
-
-
-def make_data(folder: Path, vocab: int, pairs: int, seed: int = 1) -> None:
-    """A binarized translation data-bin of `pairs` sentence pairs (train) and 16 (valid), as
-    fairseq-preprocess writes one: one dictionary of `vocab` symbols for both sides (transformer_big
-    shares its embeddings), sources of 10-30 words and targets within 25% of their source's length
-    (as benchmarks/benchmark.py's batches), the words drawn at random."""
-    import torch
-    from fairseq.data import Dictionary, indexed_dataset
-
-    d = Dictionary()
-    for i in range(vocab - d.nspecial):
-        d.add_symbol(f"w{i}")
-    folder.mkdir(parents=True, exist_ok=True)
-    for side in ("src", "tgt"):
-        d.save(str(folder / f"dict.{side}.txt"))
-    g = torch.Generator().manual_seed(seed)
-    for split, n in (("train", pairs), ("valid", 16)):
-        sources = torch.randint(10, 31, (n,), generator=g)  # (n,) words a source
-        targets = sources + ((torch.rand(n, generator=g) - 0.5) * (sources // 2 + 1)).round().long()
-        builders = {}
-        for side, lengths in (("src", sources), ("tgt", targets)):
-            prefix = folder / f"{split}.src-tgt.{side}"
-            builders[side] = indexed_dataset.make_builder(f"{prefix}.bin", impl="mmap", vocab_size=len(d))
-            words = torch.randint(d.nspecial, len(d), (int(lengths.sum()),), generator=g)
-            for sentence in words.split(lengths.tolist()):
-                builders[side].add_item(torch.cat([sentence, torch.tensor([d.eos()])]))
-            builders[side].finalize(f"{prefix}.idx")
 
 
 def command(name, preset, device, data) -> list:

@@ -157,12 +157,13 @@ def run_each(tag, names, what, run_one, budget_s) -> dict:
     return done
 
 
-def write_results(out, results, items) -> None:
-    """results into out as JSON (whole or not at all), its "table" on stdout; exits 1 naming those of
-    results[items] (the rows or runs) whose status is not "ok"."""
+def write_results(out, results, *items) -> None:
+    """results into out as JSON (whole or not at all), its "table" on stdout; exits 1 naming those
+    of results[item] for each of items (its rows, runs or steps) whose status is not "ok"."""
     with atomic.atomic_output(out, "w") as f:
         json.dump(results, f, indent=2)
     print(results["table"])
-    bad = [name for name, r in results[items].items() if r["status"] != "ok"]
+    named = {name: r for item in items for name, r in results[item].items()}
+    bad = [name for name, r in named.items() if r["status"] != "ok"]
     if bad:
-        sys.exit(f"error: {len(bad)} of {len(results[items])} {items} did not finish ({', '.join(bad)}): see {out}")
+        sys.exit(f"error: {len(bad)} of {len(named)} did not finish ({', '.join(bad)}): see {out}")

@@ -13,10 +13,12 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-def test_the_data_bin_is_what_fairseq_reads_sources_of_10_to_30_words_targets_near_them(script, tmp_path):
+def test_the_data_bin_is_what_fairseq_reads_sources_of_10_to_30_words_targets_near_them(tmp_path):
     from fairseq.data import Dictionary, data_utils
 
-    script("cli_train").make_data(tmp_path, vocab=50, pairs=300)
+    from benchmark_parts.data_bin import make_data
+
+    make_data(tmp_path, vocab=50, pairs=300)
     d = Dictionary.load(str(tmp_path / "dict.src.txt"))
     assert len(d) == 50 and (tmp_path / "dict.tgt.txt").read_text() == (tmp_path / "dict.src.txt").read_text()
     sides = {s: data_utils.load_indexed_dataset(str(tmp_path / f"train.src-tgt.{s}"), d) for s in ("src", "tgt")}
