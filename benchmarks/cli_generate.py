@@ -89,6 +89,7 @@ TRAIN = [
     "--seed",
     "1",
     "--no-epoch-checkpoints",
+    "--no-save-optimizer-state",  # a checkpoint of the weights: the conversion drops the rest
     "--disable-validation",
     "--log-format",
     "simple",
