@@ -176,28 +176,36 @@ def table(runs, model) -> str:
     return "\n".join(lines)
 
 
-def measure(names, preset, device, folder: Path, budget_s, start) -> tuple:
-    """Prepare the model, then each run --repeats times in turns: ({step: status}, {run: result})."""
-    s, env = SETTINGS[device], bundle_environment()
+def train_and_convert(preset, device, folder: Path, budget_s, start, env) -> dict:
+    """The trained checkpoint and ours's conversion of it: {step: its status, seconds and the last
+    line of fairseq-train's log}, stopping at a step that fails or that the budget cannot hold."""
     steps = {}
     for step, cmd in prepare(preset, device, folder):
-        cap, left = s["limit"][step], budget_s - (time.perf_counter() - start)
+        cap, left = SETTINGS[device]["limit"][step], budget_s - (time.perf_counter() - start)
         print(f"[cli_generate] {step}: {' '.join(cmd[1:4])} ...", file=sys.stderr, flush=True)
         if left < cap:
             steps[step] = dict(status=f"skipped: {left:.0f} s of the budget left, the step's limit is {cap} s")
-            return steps, {}
+            break
         status, seconds, out, err = run_limited(cmd, cap, env)
         logged = [line for line in (out + err).splitlines() if "| train_inner |" in line or "| train |" in line]
         steps[step] = dict(status=status, seconds=seconds, last_log=logged[-1][-300:] if logged else None)
         if status != "ok":
-            return steps, {}
+            break
+    return steps
+
+
+def generate_in_turns(names, preset, device, folder: Path, budget_s, start, env) -> dict:
+    """Each run --repeats times, in turns, who goes first rotating: {run: its command, status,
+    sentences/s per repeat, and its first repeat's best hypotheses and references}. A run that
+    fails is not run again; one that the budget cannot hold keeps the repeats it has."""
+    s = SETTINGS[device]
     runs = {n: dict(what=RUNS[n][0], command=" ".join(commands(n, preset, device, folder)[1:])) for n in names}
     for r in runs.values():
         r.update(status="ok", sentences_per_s=[])
     for repeat in range(s["repeats"]):
         for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
             cap, left, r = s["limit"]["generate"], budget_s - (time.perf_counter() - start), runs[name]
-            if r["status"] != "ok" or left < cap:  # failed before, or no time: its repeats so far stand
+            if r["status"] != "ok" or left < cap:
                 continue
             print(f"[cli_generate] {name}, repeat {repeat + 1}", file=sys.stderr, flush=True)
             status, _, out, err = run_limited(commands(name, preset, device, folder), cap, env)
@@ -212,7 +220,7 @@ def measure(names, preset, device, folder: Path, budget_s, start) -> tuple:
     for r in runs.values():
         if r["status"] == "ok" and not r["sentences_per_s"]:
             r["status"] = "skipped: the budget ran out"
-    return steps, runs
+    return runs
 
 
 def main(argv=None) -> None:
@@ -238,7 +246,11 @@ def main(argv=None) -> None:
         print(f"[cli_generate] a data-bin of {s['pairs']} copied sentence pairs", file=sys.stderr, flush=True)
         preset = PRESETS[a.preset]
         make_data(folder / "data-bin", preset["vocab"], s["pairs"], kind="copy", words=preset["words"], test=s["test"])
-        steps, runs = measure(list(dict.fromkeys(a.runs)), a.preset, a.device, folder, budget, start)
+        env = bundle_environment()
+        steps = train_and_convert(a.preset, a.device, folder, budget, start, env)
+        ok = all(step["status"] == "ok" for step in steps.values()) and len(steps) == 2
+        names = list(dict.fromkeys(a.runs))
+        runs = generate_in_turns(names, a.preset, a.device, folder, budget, start, env) if ok else {}
     builtin = runs.get("builtin", {}).get("hypotheses")
     for r in runs.values():
         if r["sentences_per_s"]:
