@@ -16,37 +16,13 @@ from pathlib import Path
 from attn_only_tools import generate_log
 from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import PluginError
+from benchmark_parts.recipes import BUILTIN
+from benchmark_parts.recipes import PAPER as RECIPE_PAPER
 
 REPO = Path(__file__).resolve().parents[1]
-SIZES = dict(layers=2, d_model=128, d_ff=512, heads=4)  # the issue-20 shape; --layers etc. override
-ALIKE = [
-    "--criterion",
-    "label_smoothed_cross_entropy",
-    "--label-smoothing",
-    "0.1",
-    "--optimizer",
-    "adam",
-    "--adam-betas",
-    "(0.9, 0.98)",
-    "--adam-eps",
-    "1e-9",
-    "--lr",
-    "2e-3",
-    "--lr-scheduler",
-    "inverse_sqrt",
-]
-PAPER = [
-    "--criterion",
-    "paper_label_smoothed_ce",
-    "--label-smoothing",
-    "0.1",  # section 5.4
-    "--optimizer",
-    "paper_adam",  # section 5.3: (0.9, 0.98, 1e-9) are its defaults
-    "--lr-scheduler",
-    "noam",
-    "--lr-multiplier",
-    "0.5",
-]  # section 5.3, peak 2.2e-3 at d_model 128
+SIZES = dict(layers=2, d_model=128, d_ff=512, heads=4)  # the quality study's shape; --layers etc. override
+ALIKE = [*BUILTIN, "--lr", "2e-3"]
+PAPER = [*RECIPE_PAPER, "--lr-multiplier", "0.5"]  # section 5.3, peak 2.2e-3 at d_model 128
 VALID = re.compile(r"valid on 'valid' subset .*\| ppl ([0-9.]+) .*\| num_updates (\d+)")
 PROGRESS = re.compile(r"num_updates[= ](\d+)")  # train_inner: num_updates=N; epoch end: | num_updates N
 

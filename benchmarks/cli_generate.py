@@ -22,7 +22,6 @@ its hypotheses' mean length over the references' (a random model's is ~3) and th
 A run starts only while the budget has its limit left. Exits 1 if a step failed or was skipped.
 """
 
-import argparse
 import re
 import statistics
 import sys
@@ -31,10 +30,10 @@ import time
 from pathlib import Path
 
 from attn_only_tools import generate_log
-from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import install_excepthook
+from benchmark_parts import recipes
 from benchmark_parts.data_bin import make_data
-from benchmark_parts.processes import bundle_environment, run_limited, write_results
+from benchmark_parts.processes import bundle_environment, parse_checked, run_limited, script_parser, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = ["--user-dir", str(REPO / "attn_only_plugin")]  # both: the plugin's repairs (all sentences kept)
@@ -72,18 +71,7 @@ TRAIN = [
     "--encoder-learned-pos",
     "--decoder-learned-pos",
     "--share-all-embeddings",
-    "--criterion",
-    "label_smoothed_cross_entropy",
-    "--label-smoothing",
-    "0.1",
-    "--optimizer",
-    "adam",
-    "--adam-betas",
-    "(0.9, 0.98)",
-    "--adam-eps",
-    "1e-9",
-    "--lr-scheduler",
-    "inverse_sqrt",
+    *recipes.BUILTIN,
     "--dropout",
     "0.1",
     "--seed",
@@ -224,22 +212,11 @@ def generate_in_turns(names, preset, device, folder: Path, budget_s, start, env)
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--device", choices=sorted(SETTINGS), default="cuda")
+    p = script_parser(__doc__, SETTINGS, "steps and runs")
     p.add_argument("--preset", choices=sorted(PRESETS), default="big", help="big: transformer_big's shape (default)")
     p.add_argument("--runs", nargs="+", choices=list(RUNS), default=DEFAULT_RUNS, help=f"default {DEFAULT_RUNS}")
-    p.add_argument("--budget-s", type=float, help="seconds for everything (default 560 on cuda, 3600 on cpu)")
-    p.add_argument("--out", type=Path, required=True, help="the results file (JSON)")
-    p.add_argument("--force", action="store_true", help="replace an existing --out")
-    a = p.parse_args(argv)
-    atomic.check_output(a.out, [], a.force)
-    budget = SETTINGS[a.device]["budget_s"] if a.budget_s is None else a.budget_s
-    if budget <= 0:
-        sys.exit(f"error: --budget-s must be > 0, got {budget}")
+    a = parse_checked(p, argv, SETTINGS)
+    budget = a.budget_s
     s, start = SETTINGS[a.device], time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cli-generate-") as folder:
         folder = Path(folder)

@@ -20,7 +20,6 @@ only while the budget has its limit left. On a GPU machine without fairseq, .gpu
 (benchmarks/gpu_bundle.sh) goes on the runs' path. Exits 1 if a run failed or was skipped.
 """
 
-import argparse
 import json
 import re
 import sys
@@ -28,10 +27,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import install_excepthook
+from benchmark_parts import recipes
 from benchmark_parts.data_bin import make_data
-from benchmark_parts.processes import bundle_environment, run_each, run_limited, write_results
+from benchmark_parts.processes import (
+    bundle_environment,
+    parse_checked,
+    run_each,
+    run_limited,
+    script_parser,
+    write_results,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,37 +45,9 @@ REPO = Path(__file__).resolve().parents[1]
 # same batches (fairseq-fixed drops a last batch), and --bf16 that runs; the built-in's model,
 # criterion and optimizer stay fairseq's.
 PLUGIN = ["--user-dir", str(REPO / "attn_only_plugin")]
-OURS = [
-    "--criterion",
-    "paper_label_smoothed_ce",
-    "--label-smoothing",
-    "0.1",  # section 5.4
-    "--optimizer",
-    "paper_adam",  # section 5.3
-    "--lr-scheduler",
-    "noam",
-    "--warmup-updates",
-    "4000",
-]
-BUILTIN = [
-    "--share-all-embeddings",  # section 3.4, as ours
-    "--criterion",
-    "label_smoothed_cross_entropy",
-    "--label-smoothing",
-    "0.1",
-    "--optimizer",
-    "adam",
-    "--adam-betas",
-    "(0.9, 0.98)",
-    "--adam-eps",
-    "1e-9",
-    "--lr",
-    "0.0005",
-    "--lr-scheduler",
-    "inverse_sqrt",
-    "--warmup-updates",
-    "4000",
-]
+OURS = [*recipes.PAPER, "--warmup-updates", "4000"]  # examples/pipeline.sh's train_paper
+# the built-in with shared embeddings (section 3.4), as ours
+BUILTIN = ["--share-all-embeddings", *recipes.BUILTIN, "--lr", "0.0005", "--warmup-updates", "4000"]
 # name: (what it measures, ours or the built-in, flags of the lever), in the order they run: the
 # built-in, ours as it is and ours with every training lever first
 RUNS = {
@@ -237,15 +215,9 @@ def _count(x) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--device", choices=sorted(SETTINGS), default="cuda")
+    p = script_parser(__doc__, SETTINGS, "runs")
     p.add_argument("--preset", choices=sorted(PRESETS), default="big", help="big: transformer_big (default)")
     p.add_argument("--runs", nargs="+", choices=list(RUNS), default=list(RUNS), help="the runs (default all)")
-    p.add_argument("--budget-s", type=float, help="seconds for all runs together (default 540 on cuda, 3600 on cpu)")
     p.add_argument(
         "--precision",
         choices=sorted(PRECISION),
@@ -254,13 +226,8 @@ def main(argv=None) -> None:
     p.add_argument(
         "--dropout", type=float, help="every run's --dropout (0: no draws, which compiled layers make otherwise)"
     )
-    p.add_argument("--out", type=Path, required=True, help="the results file (JSON)")
-    p.add_argument("--force", action="store_true", help="replace an existing --out")
-    a = p.parse_args(argv)
-    atomic.check_output(a.out, [], a.force)
-    budget = SETTINGS[a.device]["budget_s"] if a.budget_s is None else a.budget_s
-    if budget <= 0:
-        sys.exit(f"error: --budget-s must be > 0, got {budget}")
+    a = parse_checked(p, argv, SETTINGS)
+    budget = a.budget_s
     if a.dropout is not None and not 0 <= a.dropout < 1:
         sys.exit(f"error: --dropout must be in [0, 1), got {a.dropout}")
     precision = a.precision or SETTINGS[a.device]["precision"]

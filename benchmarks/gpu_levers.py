@@ -17,15 +17,20 @@ ROWS, most wanted first. On a GPU machine without fairseq, .gpu_bundle/site (ben
 goes on the measuring processes' path. Exits 1 if a row failed or was skipped.
 """
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
-from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import install_excepthook
-from benchmark_parts.processes import bundle_environment, run_each, run_limited, write_results
+from benchmark_parts.processes import (
+    bundle_environment,
+    parse_checked,
+    run_each,
+    run_limited,
+    script_parser,
+    write_results,
+)
 from benchmark_parts.profile import CATEGORIES, host_most
 from benchmark_parts.report import describe_compile
 
@@ -308,25 +313,10 @@ def profile_lines(rows) -> list:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--device", choices=sorted(SETTINGS), default="cuda")
+    p = script_parser(__doc__, SETTINGS, "rows")
     p.add_argument("--preset", default="big", help="benchmarks/benchmark.py's --preset (default big, transformer_big)")
     p.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS), help="the rows to run (default all)")
-    p.add_argument(
-        "--budget-s", type=float, help="seconds for all rows together (default 480 on cuda, 3600 for a CPU smoke run)"
-    )
-    p.add_argument("--out", type=Path, required=True, help="the results file (JSON)")
-    p.add_argument("--force", action="store_true", help="replace an existing --out")
-    a = p.parse_args(argv)
-    atomic.check_output(a.out, [], a.force)
-    if a.budget_s is None:
-        a.budget_s = SETTINGS[a.device]["budget_s"]
-    if a.budget_s <= 0:
-        sys.exit(f"error: --budget-s must be > 0, got {a.budget_s}")
+    a = parse_checked(p, argv, SETTINGS)
     import tempfile
 
     start = time.perf_counter()

@@ -5,6 +5,7 @@ status of a process that died without one. And for the scripts that run whole co
 machine's bundle of fairseq on its path.
 """
 
+import argparse
 import contextlib
 import importlib.util
 import json
@@ -167,3 +168,32 @@ def write_results(out, results, *items) -> None:
     bad = [name for name, r in named.items() if r["status"] != "ok"]
     if bad:
         sys.exit(f"error: {len(bad)} of {len(named)} did not finish ({', '.join(bad)}): see {out}")
+
+
+def script_parser(doc, settings, items_help) -> argparse.ArgumentParser:
+    """The command line of a script that runs commands in turn (settings: its per-device settings,
+    each with a "budget_s"): the docstring's first paragraph as the description and its second as
+    the examples, --device, --budget-s, --out and --force; parse it with parse_checked."""
+    p = argparse.ArgumentParser(
+        description=doc.split("\n\n")[0],
+        epilog="examples:\n" + doc.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--device", choices=sorted(settings), default="cuda")
+    budgets = ", ".join(f"{v['budget_s']} on {k}" for k, v in sorted(settings.items()))
+    p.add_argument("--budget-s", type=float, help=f"seconds for all {items_help} together (default {budgets})")
+    p.add_argument("--out", type=Path, required=True, help="the results file (JSON)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out")
+    return p
+
+
+def parse_checked(p, argv, settings):
+    """p's arguments: an existing --out refused unless --force, --budget-s the device's by default
+    and > 0 (else a one-line error)."""
+    a = p.parse_args(argv)
+    atomic.check_output(a.out, [], a.force)
+    if a.budget_s is None:
+        a.budget_s = settings[a.device]["budget_s"]
+    if a.budget_s <= 0:
+        sys.exit(f"error: --budget-s must be > 0, got {a.budget_s}")
+    return a

@@ -4,14 +4,8 @@ and its CPU smoke mode through the real fairseq-train, attn-only-convert-checkpo
 fairseq-generate. (Speeds are never asserted.)"""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 OUTPUT = """\
 S-1\tw3 w4 w5
@@ -88,17 +82,14 @@ def test_a_budget_too_short_to_train_is_one_line_and_no_run(script, tmp_path, ca
     assert r["steps"]["train"]["status"].startswith("skipped: ") and r["runs"] == {}
 
 
-def test_smoke_mode_trains_converts_and_generates_through_fairseq_s_commands(tmp_path):
+def test_smoke_mode_trains_converts_and_generates_through_fairseq_s_commands(cli, tmp_path):
     """The tiny model trained on the copy task by fairseq-train (learnt its lengths: its hypotheses
     end near the references' length, not at the cap), converted to ours, then fairseq-generate with
     the built-in, ours with fairseq's search and ours with --cuda-graph-search (eager on a CPU):
     on the same weights in fp32 every best hypothesis is the built-in's."""
     out = tmp_path / "gen.json"
     runs = ["builtin", "ours", "ours_graph"]
-    cmd = [sys.executable, str(BENCHMARKS / "cli_generate.py"), "--device", "cpu", "--preset", "tiny"]
-    cmd += ["--runs", *runs, "--out", str(out)]
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+    proc = cli("cli_generate", "--device", "cpu", "--preset", "tiny", "--runs", *runs, "--out", out)
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(out.read_text())
     assert list(r["runs"]) == runs and all(run["status"] == "ok" for run in r["runs"].values())

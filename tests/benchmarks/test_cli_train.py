@@ -3,14 +3,8 @@ synthetic data-bin, how it reads fairseq's log (tokens/s by epoch, losses agains
 command lines, and its CPU smoke mode through the real fairseq-train. (Speeds are never asserted.)"""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def test_the_data_bin_is_what_fairseq_reads_sources_of_10_to_30_words_targets_near_them(tmp_path):
@@ -106,7 +100,7 @@ def test_bad_settings_are_one_line_errors(script, tmp_path, args, error):
     assert str(e.value) == error and not (tmp_path / "out.json").exists()
 
 
-def test_smoke_mode_trains_through_fairseq_train_and_tables_every_run(tmp_path):
+def test_smoke_mode_trains_through_fairseq_train_and_tables_every_run(cli, tmp_path):
     """The built-in, ours, and ours with --varlen-attention and with --fused-softmax-loss through
     the real fairseq-train at the tiny shape, in bf16 as the GPU's fp16 (fairseq's FP16Optimizer:
     half-precision weights, float32 master weights; on a CPU the packed attention keeps the padded
@@ -114,11 +108,8 @@ def test_smoke_mode_trains_through_fairseq_train_and_tables_every_run(tmp_path):
     ours's to bf16 rounding. (--compile-layers inside fairseq-train: tests/test_speed_levers.py.)"""
     out = tmp_path / "cli.json"
     runs = ["builtin", "ours", "ours_varlen", "ours_fused_loss"]
-    cmd = [sys.executable, str(BENCHMARKS / "cli_train.py"), "--device", "cpu", "--preset", "tiny", "--dropout", "0"]
-    cmd += ["--precision", "bf16"]
-    cmd += ["--runs", *runs, "--out", str(out)]
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+    args = ["--device", "cpu", "--preset", "tiny", "--dropout", "0", "--precision", "bf16", "--runs", *runs]
+    proc = cli("cli_train", *args, "--out", out)
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(out.read_text())
     assert list(r["runs"]) == runs and all(run["status"] == "ok" for run in r["runs"].values())
