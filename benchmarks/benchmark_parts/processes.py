@@ -167,7 +167,8 @@ def write_results(out, results, *items) -> None:
     named = {name: r for item in items for name, r in results[item].items()}
     bad = [name for name, r in named.items() if r["status"] != "ok"]
     if bad:
-        sys.exit(f"error: {len(bad)} of {len(named)} did not finish ({', '.join(bad)}): see {out}")
+        what = " and ".join(items)
+        sys.exit(f"error: {len(bad)} of {len(named)} {what} did not finish ({', '.join(bad)}): see {out}")
 
 
 def script_parser(doc, settings, items_help) -> argparse.ArgumentParser:

@@ -77,7 +77,7 @@ def test_a_budget_too_short_to_train_is_one_line_and_no_run(script, tmp_path, ca
     out = tmp_path / "gen.json"
     with pytest.raises(SystemExit) as e:
         script("cli_generate").main(["--device", "cpu", "--preset", "tiny", "--budget-s", "5", "--out", str(out)])
-    assert str(e.value) == f"error: 1 of 1 did not finish (train): see {out}"
+    assert str(e.value) == f"error: 1 of 1 steps and runs did not finish (train): see {out}"
     r = json.loads(out.read_text())
     assert r["steps"]["train"]["status"].startswith("skipped: ") and r["runs"] == {}
 
