@@ -35,6 +35,13 @@ from . import batched_search
 from .paper_search import BEAM_STOPS, stopping_rule
 
 LENPEN_STYLES = ChoiceEnum(["fairseq", "gnmt"])
+# --batched-search's speed paths: the task's option -> BatchedBeamSearch's argument
+SPEED_PATHS = {
+    "cuda_graph_decoding": "cuda_graph",
+    "cuda_graph_search": "graph_search",
+    "beam_reorder_kernel": "reorder_kernel",
+    "decode_attention_kernel": "decode_kernel",
+}
 
 
 def gnmt_length_penalty(length, alpha: float):
@@ -178,10 +185,8 @@ def batched_generator(cfg, args, seq_gen_cls, extra_gen_cls_kwargs):
     batched_search.check_options(cfg, args, seq_gen_cls, extra_gen_cls_kwargs)
     stopping_rule(cfg, args, None, extra_gen_cls_kwargs, gnmt_length_penalty)  # the same checks of --beam-stop
     gnmt = str(cfg.lenpen_style) == "gnmt"
-    graph, whole = bool(getattr(cfg, "cuda_graph_decoding", False)), bool(getattr(cfg, "cuda_graph_search", False))
-    extra = dict(extra_gen_cls_kwargs or {}, beam_stop=str(cfg.beam_stop), cuda_graph=graph, graph_search=whole)
-    extra.update(reorder_kernel=bool(getattr(cfg, "beam_reorder_kernel", False)))
-    extra.update(decode_kernel=bool(getattr(cfg, "decode_attention_kernel", False)))
+    extra = dict(extra_gen_cls_kwargs or {}, beam_stop=str(cfg.beam_stop))
+    extra.update({kwarg: bool(getattr(cfg, flag, False)) for flag, kwarg in SPEED_PATHS.items()})
     if gnmt:
         extra.update(length_penalty=gnmt_length_penalty, exponent=gnmt_exponent)
     return batched_search.BatchedBeamSearch, extra
@@ -193,7 +198,7 @@ class PaperTranslationTask(TranslationTask):
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         check_ranking_options(self.cfg, args, seq_gen_cls)  # the caller's own generator class, if any
-        for flag in ("cuda_graph_decoding", "cuda_graph_search", "beam_reorder_kernel", "decode_attention_kernel"):
+        for flag in SPEED_PATHS:
             if getattr(self.cfg, flag, False) and not getattr(self.cfg, "batched_search", False):
                 name = "--" + flag.replace("_", "-")
                 raise PluginError(f"{name} is a speed path of --batched-search: add --batched-search")
