@@ -16,13 +16,12 @@ from pathlib import Path
 from attn_only_tools import generate_log
 from attn_only_tools.guards import atomic
 from attn_only_tools.guards.errors import PluginError
-from benchmark_parts.recipes import BUILTIN
-from benchmark_parts.recipes import PAPER as RECIPE_PAPER
+from benchmark_parts import recipes
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = dict(layers=2, d_model=128, d_ff=512, heads=4)  # the quality study's shape; --layers etc. override
-ALIKE = [*BUILTIN, "--lr", "2e-3"]
-PAPER = [*RECIPE_PAPER, "--lr-multiplier", "0.5"]  # section 5.3, peak 2.2e-3 at d_model 128
+ALIKE = [*recipes.BUILTIN, "--lr", "2e-3"]
+PAPER = [*recipes.PAPER, "--lr-multiplier", "0.5"]  # section 5.3, peak 2.2e-3 at d_model 128
 VALID = re.compile(r"valid on 'valid' subset .*\| ppl ([0-9.]+) .*\| num_updates (\d+)")
 PROGRESS = re.compile(r"num_updates[= ](\d+)")  # train_inner: num_updates=N; epoch end: | num_updates N
 
