@@ -18,8 +18,8 @@ T-0\tw7 w8
 H-0\t-0.5\tw7 w8 w8 w8
 D-0\t-0.5\tw7 w8 w8 w8
 P-0\t-0.1 -0.1 -0.1 -0.1 -0.1
-2026-01-01 00:00:00 | INFO | fairseq_cli.generate | NOTE: hypothesis and token scores are output in base 2
-2026-01-01 00:00:00 | INFO | fairseq_cli.generate | Translated 2 sentences (9 tokens) in 0.1s (20.00 sentences/s, 90.00 tokens/s)
+00:00:00 | INFO | fairseq_cli.generate | NOTE: hypothesis and token scores are output in base 2
+00:00:00 | INFO | fairseq_cli.generate | Translated 2 sentences (9 tokens) in 0.1s (20.00 sentences/s, 90.00 tokens/s)
 """  # noqa: E501
 
 

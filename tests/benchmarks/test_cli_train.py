@@ -27,13 +27,13 @@ def test_the_data_bin_is_what_fairseq_reads_sources_of_10_to_30_words_targets_ne
 
 
 LOG = """\
-2026-01-01 00:00:00 | INFO | fairseq_cli.train | Start iterating over samples
-2026-01-01 00:00:01 | INFO | train_inner | {"epoch": 1, "update": 0.4, "loss": "10.5", "wps": "100", "ups": "1", "wpb": "400", "num_updates": "4"}
-2026-01-01 00:00:02 | INFO | train_inner | {"epoch": 1, "update": 0.8, "loss": "10.0", "wps": "1000", "ups": "2", "wpb": "500", "num_updates": "8"}
-2026-01-01 00:00:03 | INFO | train_inner | {"epoch": 1, "update": 1.0, "loss": "9.0", "wps": "2000", "ups": "4", "wpb": "500", "num_updates": "10"}
-2026-01-01 00:00:03 | INFO | train | {"epoch": 1, "train_loss": "9.9", "train_wps": "900", "train_num_updates": "10"}
-2026-01-01 00:00:04 | INFO | train_inner | {"epoch": 2, "update": 1.4, "loss": "8.0", "wps": "10", "ups": "1", "wpb": "300", "num_updates": "14", "gb_free": "3.5"}
-2026-01-01 00:00:05 | INFO | train_inner | {"epoch": 2, "update": 1.8, "loss": "7.0", "wps": "3000", "ups": "2", "wpb": "600", "num_updates": "18", "gb_free": "2.5"}
+00:00:00 | INFO | fairseq_cli.train | Start iterating over samples
+00:00:01 | INFO | train_inner | {"epoch": 1, "update": 0.4, "loss": "10.5", "wps": "100", "ups": "1", "wpb": "400", "num_updates": "4"}
+00:00:02 | INFO | train_inner | {"epoch": 1, "update": 0.8, "loss": "10.0", "wps": "1000", "ups": "2", "wpb": "500", "num_updates": "8"}
+00:00:03 | INFO | train_inner | {"epoch": 1, "update": 1.0, "loss": "9.0", "wps": "2000", "ups": "4", "wpb": "500", "num_updates": "10"}
+00:00:03 | INFO | train | {"epoch": 1, "train_loss": "9.9", "train_wps": "900", "train_num_updates": "10"}
+00:00:04 | INFO | train_inner | {"epoch": 2, "update": 1.4, "loss": "8.0", "wps": "10", "ups": "1", "wpb": "300", "num_updates": "14", "gb_free": "3.5"}
+00:00:05 | INFO | train_inner | {"epoch": 2, "update": 1.8, "loss": "7.0", "wps": "3000", "ups": "2", "wpb": "600", "num_updates": "18", "gb_free": "2.5"}
 """  # noqa: E501
 
 
