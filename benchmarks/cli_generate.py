@@ -33,7 +33,14 @@ from attn_only_tools import generate_log
 from attn_only_tools.guards.errors import install_excepthook
 from benchmark_parts import recipes
 from benchmark_parts.data_bin import make_data
-from benchmark_parts.processes import bundle_environment, parse_checked, run_limited, script_parser, write_results
+from benchmark_parts.processes import (
+    bundle_environment,
+    out_of_budget,
+    parse_checked,
+    run_limited,
+    script_parser,
+    write_results,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = ["--user-dir", str(REPO / "attn_only_plugin")]  # both: the plugin's repairs (all sentences kept)
@@ -171,8 +178,8 @@ def train_and_convert(preset, device, folder: Path, budget_s, start, env) -> dic
     for step, cmd in prepare(preset, device, folder):
         cap, left = SETTINGS[device]["limit"][step], budget_s - (time.perf_counter() - start)
         print(f"[cli_generate] {step}: {' '.join(cmd[1:4])} ...", file=sys.stderr, flush=True)
-        if left < cap:
-            steps[step] = dict(status=f"skipped: {left:.0f} s of the budget left, the step's limit is {cap} s")
+        if skipped := out_of_budget(left, cap, "step"):
+            steps[step] = dict(status=skipped)
             break
         status, seconds, out, err = run_limited(cmd, cap, env)
         logged = [line for line in (out + err).splitlines() if "| train_inner |" in line or "| train |" in line]

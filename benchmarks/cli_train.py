@@ -32,6 +32,7 @@ from benchmark_parts import recipes
 from benchmark_parts.data_bin import make_data
 from benchmark_parts.processes import (
     bundle_environment,
+    out_of_budget,
     parse_checked,
     run_each,
     run_limited,
@@ -175,8 +176,8 @@ def run(name, preset, device, data, folder, seconds_left, extra) -> dict:
     has less than its limit left."""
     cmd, cap = command(name, preset, device, str(data)) + list(extra), limit(name, device)
     result = dict(what=RUNS[name][0], command=" ".join(cmd[1:]), limit_s=cap)
-    if seconds_left < cap:
-        return dict(result, status=f"skipped: {seconds_left:.0f} s of the budget left, the run's limit is {cap} s")
+    if skipped := out_of_budget(seconds_left, cap, "run"):
+        return dict(result, status=skipped)
     status, seconds, stdout, stderr = run_limited(cmd, cap, bundle_environment(), cwd=folder)
     log = stdout + "\n" + stderr
     records = intervals(log)

@@ -25,6 +25,7 @@ from pathlib import Path
 from attn_only_tools.guards.errors import install_excepthook
 from benchmark_parts.processes import (
     bundle_environment,
+    out_of_budget,
     parse_checked,
     run_each,
     run_limited,
@@ -194,8 +195,8 @@ def run_row(name, preset, device, folder, seconds_left):
     out = Path(folder) / f"{name}.json"
     cmd, cap = command(name, preset, device, out), limit(name, device)
     row = dict(what=ROWS[name][0], command=" ".join(cmd[1:]), limit_s=cap)
-    if seconds_left < cap:
-        return dict(row, status=f"skipped: {seconds_left:.0f} s of the budget left, the row's limit is {cap} s")
+    if skipped := out_of_budget(seconds_left, cap, "row"):
+        return dict(row, status=skipped)
     status, seconds, _, _ = run_limited(cmd, cap, bundle_environment())
     row.update(status=status, seconds=seconds)
     if status == "ok" and not out.exists():

@@ -147,6 +147,14 @@ def run_limited(cmd, seconds, env, cwd=None):
     return "ok", taken, stdout, stderr
 
 
+def out_of_budget(left, cap, what) -> str | None:
+    """The status of a `what` (row, run or step) not started because `left` seconds of the budget
+    cannot hold its time limit `cap`; None when they can."""
+    if left < cap:
+        return f"skipped: {left:.0f} s of the budget left, the {what}'s limit is {cap} s"
+    return None
+
+
 def run_each(tag, names, what, run_one, budget_s) -> dict:
     """{name: run_one(name, seconds of budget_s left)} for each of names in order (each result a dict
     with a "status"), a line on stderr as each starts ("[tag] name: what[name]") and ends (its status)."""
