@@ -223,7 +223,6 @@ def main(argv=None) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS), default="big", help="big: transformer_big's shape (default)")
     p.add_argument("--runs", nargs="+", choices=list(RUNS), default=DEFAULT_RUNS, help=f"default {DEFAULT_RUNS}")
     a = parse_checked(p, argv, SETTINGS)
-    budget = a.budget_s
     s, start = SETTINGS[a.device], time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cli-generate-") as folder:
         folder = Path(folder)
@@ -231,10 +230,10 @@ def main(argv=None) -> None:
         preset = PRESETS[a.preset]
         make_data(folder / "data-bin", preset["vocab"], s["pairs"], kind="copy", words=preset["words"], test=s["test"])
         env = bundle_environment()
-        steps = train_and_convert(a.preset, a.device, folder, budget, start, env)
+        steps = train_and_convert(a.preset, a.device, folder, a.budget_s, start, env)
         ok = all(step["status"] == "ok" for step in steps.values())  # it stops at the first that is not
         names = list(dict.fromkeys(a.runs))
-        runs = generate_in_turns(names, a.preset, a.device, folder, budget, start, env) if ok else {}
+        runs = generate_in_turns(names, a.preset, a.device, folder, a.budget_s, start, env) if ok else {}
     builtin = runs.get("builtin", {}).get("hypotheses")
     for r in runs.values():
         if r["sentences_per_s"]:
@@ -243,7 +242,7 @@ def main(argv=None) -> None:
             r["identical"] = sum(r["hypotheses"].get(i) == h for i, h in builtin.items())
             r["sentences"] = len(builtin)
     model = learnt(builtin, runs["builtin"]["references"]) if builtin else None
-    results = dict(device=a.device, preset=a.preset, budget_s=budget, seconds=round(time.perf_counter() - start, 1))
+    results = dict(device=a.device, preset=a.preset, budget_s=a.budget_s, seconds=round(time.perf_counter() - start, 1))
     text = table(runs, model) if runs else "; ".join(f"{k}: {v['status']}" for k, v in steps.items())
     if steps.get("train", {}).get("last_log"):
         text += f"\nfairseq-train's last line: {steps['train']['last_log']}"

@@ -228,7 +228,6 @@ def main(argv=None) -> None:
         "--dropout", type=float, help="every run's --dropout (0: no draws, which compiled layers make otherwise)"
     )
     a = parse_checked(p, argv, SETTINGS)
-    budget = a.budget_s
     if a.dropout is not None and not 0 <= a.dropout < 1:
         sys.exit(f"error: --dropout must be in [0, 1), got {a.dropout}")
     precision = a.precision or SETTINGS[a.device]["precision"]
@@ -242,7 +241,7 @@ def main(argv=None) -> None:
         print(f"[cli_train] a data-bin of {s['pairs']} random sentence pairs", file=sys.stderr, flush=True)
         make_data(data, PRESETS[a.preset]["vocab"], s["pairs"])
         what = {name: RUNS[name][0] for name in a.runs}
-        left = budget - (time.perf_counter() - start)
+        left = a.budget_s - (time.perf_counter() - start)
         runs = run_each(
             "cli_train", a.runs, what, lambda n, t: run(n, a.preset, a.device, data, folder, t, extra), left
         )
@@ -250,7 +249,7 @@ def main(argv=None) -> None:
     for name, r in runs.items():  # ours's levers only: the built-in starts from other weights
         if reference and r.get("intervals") and name != "ours" and RUNS[name][1] == "ours":
             r["loss_vs_ours"] = loss_difference(r["intervals"], reference)
-    results = dict(device=a.device, preset=a.preset, precision=precision, budget_s=budget)
+    results = dict(device=a.device, preset=a.preset, precision=precision, budget_s=a.budget_s)
     results.update(seconds=round(time.perf_counter() - start, 1), settings=SETTINGS[a.device])
     write_results(a.out, dict(results, runs=runs, table=table(runs)), "runs")
 
