@@ -20,6 +20,8 @@ from typing import List, Optional, Union
 from attn_only_tools.guards.errors import PluginError
 from attn_only_tools.guards.hidden_chars import find_hidden
 
+from ..tasks.translation_paper import SPEED_PATHS
+
 
 def load(
     checkpoint_dir: Union[str, Path],
@@ -150,17 +152,8 @@ class Translator:
         return out
 
 
-# translation_paper's decoding options
-TASK_DECODING = (
-    "lenpen_style",
-    "beam_stop",
-    "beam_patience",
-    "batched_search",
-    "cuda_graph_decoding",
-    "cuda_graph_search",
-    "beam_reorder_kernel",
-    "decode_attention_kernel",
-)
+# translation_paper's decoding options: its search's and --batched-search's speed paths
+TASK_DECODING = ("lenpen_style", "beam_stop", "beam_patience", "batched_search", *SPEED_PATHS)
 
 
 @contextlib.contextmanager
